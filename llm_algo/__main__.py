@@ -1,0 +1,123 @@
+"""The command line: lint, run, progress, doctor, bench, build."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .notebook import NotebookError
+
+
+def cmd_lint(args: argparse.Namespace) -> int:
+    from .lint import lint
+
+    errors = lint([Path(p) for p in args.paths] or None)
+    for error in errors:
+        print(error)
+    print(f"lint: {len(errors)} problem{'s' * (len(errors) != 1)}" if errors else "lint: every lesson keeps the contract")
+    return 1 if errors else 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .paths import lesson_notebooks
+    from .runner import run_notebook
+
+    paths = [Path(p) for p in args.notebooks] or (lesson_notebooks() if args.all else [])
+    if not paths:
+        print("name a notebook, or pass --all")
+        return 2
+    failures = 0
+    for path in paths:
+        try:
+            report = run_notebook(path, solutions=args.solutions)
+        except NotebookError as exc:
+            print(f"✗ {exc}")
+            failures += 1
+            continue
+        verdicts = ", ".join(f"{name}: {status}" for name, status in report.checks.items())
+        mark = "✓" if report.ok or (not args.solutions and not report.error) else "✗"
+        failures += mark == "✗"
+        print(f"{mark} {report.notebook} in {report.seconds:.1f} s — {verdicts or 'no check cells'}"
+              + (f" — {report.error}" if report.error else "") + f"\n  executed copy: {report.executed_copy}")
+    return 1 if failures else 0
+
+
+def cmd_progress(args: argparse.Namespace) -> int:
+    from .progress import load_results, part_summary, render_table, results_path
+
+    results = load_results()
+    if not results:
+        print(f"No results yet ({results_path()} is missing): run `pytest` to grade your notebooks.")
+    print(render_table(part_summary(results)))
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from .doctor import report
+
+    print(report())
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from . import device as device_policy
+    from .checking import Exercise, load_checks
+    from .loader import load_namespace
+    from .notebook_api import find_lesson
+
+    if not device_policy.policy().has_cuda:
+        print("benchmarks time kernels on a CUDA GPU; this machine has none (see `python -m llm_algo doctor`)")
+        return 0
+    lesson = find_lesson(args.lesson)
+    module = sys.modules[load_checks(args.lesson).specs[0].func.__module__]
+    if not hasattr(module, "benchmark"):
+        print(f"lesson {args.lesson} declares no benchmark")
+        return 1
+    loaded = load_namespace(lesson, "learner" if args.mine else "solution")
+    table = Table(title=f"{args.lesson}: {'your kernel' if args.mine else 'reference solution'} vs baselines")
+    for column in ("kernel", "shape", "ms (median)", "throughput"):
+        table.add_column(column)
+    for row in module.benchmark(Exercise(loaded.namespace, lesson.name)):
+        table.add_row(row.name, row.shape, f"{row.ms:.4f}", f"{row.value:,.1f} {row.unit}")
+    Console().print(table)
+    return 0
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from .authoring import build_all
+
+    for path in build_all(args.lessons):
+        print(f"wrote {path}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m llm_algo", description="LLM Algo Lab: lessons, grading and tools")
+    commands = parser.add_subparsers(dest="command", required=True)
+    lint = commands.add_parser("lint", help="check that lesson notebooks keep the contract")
+    lint.add_argument("paths", nargs="*", help="notebooks or folders (default: every lesson)")
+    lint.set_defaults(func=cmd_lint)
+    run = commands.add_parser("run", help="execute notebooks headlessly; the executed copy goes to .llm_algo/executed/")
+    run.add_argument("notebooks", nargs="*")
+    run.add_argument("--solutions", action="store_true", help="run with the reference solutions in place of the exercises")
+    run.add_argument("--all", action="store_true", help="every lesson notebook")
+    run.set_defaults(func=cmd_run)
+    commands.add_parser("progress", help="your per-part progress, from the last pytest runs").set_defaults(func=cmd_progress)
+    commands.add_parser("doctor", help="what this machine can run").set_defaults(func=cmd_doctor)
+    bench = commands.add_parser("bench", help="time a kernel lesson's reference solution (or yours) against PyTorch")
+    bench.add_argument("lesson", help="lesson id, e.g. p03.softmax")
+    bench.add_argument("--mine", action="store_true", help="time the kernel in your notebook instead of the reference")
+    bench.set_defaults(func=cmd_bench)
+    build = commands.add_parser("build", help="(maintainers) write lesson notebooks from authoring/*.py")
+    build.add_argument("lessons", nargs="*", help="lesson ids (default: all)")
+    build.set_defaults(func=cmd_build)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,179 @@
+"""Write lesson notebooks from a Python source in `authoring/`, so lessons diff and review as text.
+
+A lesson source defines `build() -> LessonBuilder`. Exercises are written once, as their solution,
+with nbgrader-style markers around the part the learner writes:
+
+    def rms_norm(x, weight, eps=1e-6):
+        \"\"\"...\"\"\"
+        # TODO: mean of squares over the last dimension, in float32
+        ### BEGIN SOLUTION
+        ms = x.float().pow(2).mean(-1, keepdim=True)
+        ### END SOLUTION
+
+The exercise cell keeps everything but the marked lines, which become `raise NotImplementedError`;
+the solution cell keeps everything but the marker lines. `python -m llm_algo build` writes the
+notebooks, and a package test proves that the committed notebooks are exactly what the sources build.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from .checking import load_module
+from .paths import repo_root
+
+BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+REPO_URL = "https://github.com/llm-algo-lab/llm-algo-lab"
+COLAB_URL = "https://colab.research.google.com/github/llm-algo-lab/llm-algo-lab/blob/main"
+STOP_MARKER = "## 🛑 STOP"
+COLAB_BOOTSTRAP = f'''import sys
+if "google.colab" in sys.modules:  # Colab: fetch the course and its grader once per runtime
+    import pathlib, subprocess
+    if not pathlib.Path("/content/llm-algo-lab").exists():
+        subprocess.run(["git", "clone", "-q", "--depth=1", "{REPO_URL}", "/content/llm-algo-lab"], check=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "/content/llm-algo-lab"], check=True)
+    sys.path.insert(0, "/content/llm-algo-lab")
+'''
+
+
+def skeleton(solution: str) -> str:
+    """The exercise cell: marked regions become `raise NotImplementedError`, at the region's indent."""
+    out, inside = [], False
+    for line in solution.splitlines():
+        stripped = line.strip()
+        if stripped == BEGIN:
+            indent = line[: len(line) - len(line.lstrip())]
+            out.append(f"{indent}raise NotImplementedError  # your code here")
+            inside = True
+        elif stripped == END:
+            inside = False
+        elif not inside:
+            out.append(line)
+    if inside:
+        raise ValueError(f"{BEGIN} without {END}")
+    return "\n".join(out)
+
+
+def strip_markers(solution: str) -> str:
+    return "\n".join(line for line in solution.splitlines() if line.strip() not in (BEGIN, END))
+
+
+def _dedent(text: str) -> str:
+    lines = text.strip("\n").splitlines()
+    indents = [len(line) - len(line.lstrip()) for line in lines if line.strip()]
+    cut = min(indents, default=0)
+    return "\n".join(line[cut:] for line in lines).rstrip()
+
+
+@dataclass
+class LessonBuilder:
+    id: str
+    path: str  # relative to the repository root
+    title_en: str
+    title_zh: str
+    difficulty: str
+    device: str
+    minutes: int
+    prerequisites: list[str] = field(default_factory=list)
+    cells: list = field(default_factory=list)
+    solutions: list[tuple[str, str]] = field(default_factory=list)
+    _counts: dict = field(default_factory=dict)
+
+    def _id(self, kind: str) -> str:
+        self._counts[kind] = self._counts.get(kind, 0) + 1
+        return f"{kind}-{self._counts[kind]}"
+
+    def _add(self, cell, kind: str, tag: str | None = None, llm_algo: dict | None = None, extra: dict | None = None):
+        cell.id = self._id(kind)
+        if tag:
+            cell.metadata["tags"] = [tag]
+        if llm_algo:
+            cell.metadata["llm_algo"] = llm_algo
+        cell.metadata.update(extra or {})
+        self.cells.append(cell)
+
+    def title(self, prerequisite_links: dict[str, str] | None = None, intro: str = "") -> None:
+        """Title, badges and prerequisite links; `prerequisite_links` maps each id to its notebook path."""
+        badges = " ".join([
+            f"[![Open in Colab](https://colab.research.google.com/assets/colab-badge.svg)]({COLAB_URL}/{self.path})",
+            f"![difficulty: {self.difficulty}](https://img.shields.io/badge/difficulty-{self.difficulty}-blue)",
+            f"![device: {self.device}](https://img.shields.io/badge/device-{self.device}-green)",
+            f"![time: {self.minutes} min](https://img.shields.io/badge/time-{self.minutes}%20min-orange)",
+        ])
+        links = prerequisite_links or {}
+        here = Path(self.path).parent
+        prereq = ", ".join(f"[{pid}]({os.path.relpath(p, here)})" for pid, p in links.items()) or "none"
+        text = f"# {self.title_en} | {self.title_zh}\n\n{badges}\n\n**Lesson** `{self.id}` · **Prerequisites:** {prereq}"
+        self.md(text + ("\n\n" + _dedent(intro) if intro else ""))
+
+    def md(self, text: str) -> None:
+        self._add(nbformat.v4.new_markdown_cell(_dedent(text)), "md")
+
+    def setup(self, code: str) -> None:
+        source = f'{COLAB_BOOTSTRAP}\nfrom llm_algo import setup_lesson\n\nlesson = setup_lesson("{self.id}")\ncheck, DEVICE = lesson.check, lesson.device\n\n{_dedent(code)}'
+        self._add(nbformat.v4.new_code_cell(source.rstrip()), "setup", "setup")
+
+    def code(self, code: str, tag: str = "demo") -> None:
+        self._add(nbformat.v4.new_code_cell(_dedent(code)), tag, tag)
+
+    def exercise(self, name: str, solution: str) -> None:
+        """The exercise cell (skeleton of the solution) and its check cell; the solution waits for `stop()`."""
+        solution = _dedent(solution)
+        self._add(nbformat.v4.new_code_cell(skeleton(solution)), "exercise", "exercise", {"exercise": name})
+        self._add(nbformat.v4.new_code_cell(f'check("{name}")'), "check", "check", {"exercise": name})
+        self.solutions.append((name, strip_markers(solution)))
+
+    def stop(self, text: str = "") -> None:
+        """The STOP marker, then every solution, collapsed in JupyterLab and in Colab's form view."""
+        self.md(f"{STOP_MARKER}\n\n{_dedent(text) or 'Try the exercises before you read on: the reference solutions follow.'}")
+        for name, solution in self.solutions:
+            source = f"#@title Reference solution: {name}\n{solution}"
+            self._add(nbformat.v4.new_code_cell(source), "solution", "solution", {"solution": name},
+                      {"jupyter": {"source_hidden": True}, "cellView": "form"})
+
+    def notebook(self) -> nbformat.NotebookNode:
+        nb = nbformat.v4.new_notebook()
+        nb.metadata = {
+            "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+            "language_info": {"name": "python"},
+            "colab": {"provenance": []},
+            "llm_algo": {
+                "id": self.id, "title": {"en": self.title_en, "zh": self.title_zh}, "difficulty": self.difficulty,
+                "device": self.device, "minutes": self.minutes, "prerequisites": list(self.prerequisites),
+            },
+        }
+        nb.cells = self.cells
+        nb.nbformat, nb.nbformat_minor = 4, 5
+        return nb
+
+
+def serialize(nb: nbformat.NotebookNode) -> str:
+    return json.dumps(nb, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
+
+
+def source_files() -> list[Path]:
+    return sorted((repo_root() / "authoring").glob("p*.py"))
+
+
+def build(source: Path) -> tuple[Path, str]:
+    """(notebook path, notebook text) for one lesson source."""
+    builder = load_module(source, f"llm_algo_authoring.{source.stem}").build()
+    nbformat.validate(builder.notebook())
+    return repo_root() / builder.path, serialize(builder.notebook())
+
+
+def build_all(selected: list[str] | None = None) -> list[Path]:
+    written = []
+    for source in source_files():
+        if selected and source.stem not in {s.replace(".", "_") for s in selected}:
+            continue
+        path, text = build(source)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written

@@ -1,0 +1,45 @@
+"""Benchmarks for kernel lessons: CUDA-event timings (median of `triton.testing.do_bench`) reported
+as GB/s or TFLOP/s next to a PyTorch baseline and a device-to-device copy measured in the same run.
+
+A lesson's checks module may define `benchmark(ex) -> list[BenchRow]`; `python -m llm_algo bench ID`
+loads the reference solutions (or, with --mine, the learner's notebook) and prints the table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    name: str
+    shape: str
+    ms: float
+    value: float  # GB/s or TFLOP/s
+    unit: str
+
+
+def median_ms(fn: Callable[[], object]) -> float:
+    import triton.testing
+
+    return float(triton.testing.do_bench(fn, return_mode="median"))
+
+
+def bandwidth_row(name: str, shape: str, fn: Callable[[], object], bytes_moved: int) -> BenchRow:
+    ms = median_ms(fn)
+    return BenchRow(name, shape, ms, bytes_moved * 1e-9 / (ms * 1e-3), "GB/s")
+
+
+def flops_row(name: str, shape: str, fn: Callable[[], object], flops: int) -> BenchRow:
+    ms = median_ms(fn)
+    return BenchRow(name, shape, ms, flops * 1e-12 / (ms * 1e-3), "TFLOP/s")
+
+
+def copy_row(nbytes: int, device: str = "cuda") -> BenchRow:
+    """The roofline a memory-bound kernel is held to: read nbytes and write nbytes."""
+    src = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    return bandwidth_row("device-to-device copy", f"{nbytes / 2**20:.0f} MiB", lambda: dst.copy_(src), 2 * nbytes)

@@ -1,0 +1,262 @@
+"""What a check is, how a lesson's checks are declared, and how one check is run.
+
+A lesson's checks live in `tests/checks/<lesson id with _>.py`:
+
+    checks = Checks("p02.rmsnorm")
+
+    @checks("rmsnorm")
+    def matches_torch_rms_norm(ex):
+        \"\"\"random inputs over several shapes match F.rms_norm\"\"\"
+        ...
+        expect_close(ex.rms_norm(x, w), oracle, input=f"x {tuple(x.shape)} {x.dtype}")
+
+`ex` gives the exercise's names (`ex.rms_norm`), taken from the learner's notebook, the reference
+solution, or a mutant. The pytest plugin and the notebook's `check("rmsnorm")` both run these
+functions through `run_check`, so the two can never disagree.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import sys
+import time
+import traceback
+import zlib
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from . import device as device_policy
+from .paths import checks_module_path, display_path
+from .tolerance import mismatch
+
+NOTEBOOK_FRAME_PREFIX = "<notebook "  # prefix of the pseudo file names that notebook cells run under
+
+
+class CheckFailed(AssertionError):
+    """Raised by a check: which input, what was expected, what came back, the likely mistake."""
+
+    def __init__(self, summary: str, *, input: str = "", expected: str = "", got: str = "", hint: str = ""):
+        super().__init__(summary)
+        self.summary, self.input, self.expected, self.got, self.hint = summary, input, expected, got, hint
+
+
+class NotAttempted(Exception):
+    """The exercise still raises NotImplementedError."""
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    lesson_id: str
+    exercise: str
+    name: str
+    description: str
+    func: Callable = field(repr=False, compare=False)
+    requires_cuda: bool = False
+    hint: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.exercise}::{self.name}"
+
+
+class Checks:
+    """The registry of one lesson's checks; use an instance as a decorator factory."""
+
+    def __init__(self, lesson_id: str, *, triton: bool = False):
+        self.lesson_id = lesson_id
+        self.triton = triton
+        self.specs: list[CheckSpec] = []
+
+    def __call__(self, exercise: str, *, requires_cuda: bool = False, hint: str = "") -> Callable:
+        def register(func: Callable) -> Callable:
+            doc = (func.__doc__ or func.__name__.replace("_", " ")).strip().splitlines()[0]
+            self.specs.append(CheckSpec(self.lesson_id, exercise, func.__name__, doc, func, requires_cuda, hint))
+            return func
+
+        return register
+
+    def for_exercise(self, exercise: str) -> list[CheckSpec]:
+        return [s for s in self.specs if s.exercise == exercise]
+
+    def exercises(self) -> list[str]:
+        return list(dict.fromkeys(s.exercise for s in self.specs))
+
+
+def load_module(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_checks(lesson_id: str) -> Checks:
+    path = checks_module_path(lesson_id)
+    if not path.exists():
+        raise FileNotFoundError(f"lesson {lesson_id} has no checks module at {display_path(path)}")
+    registry = getattr(load_module(path, f"llm_algo_checks.{path.stem}"), "checks", None)
+    if not isinstance(registry, Checks) or registry.lesson_id != lesson_id:
+        raise TypeError(f"{display_path(path)} must define `checks = Checks({lesson_id!r})`")
+    return registry
+
+
+class Exercise:
+    """The names a notebook defined, as the checks see them: `ex.rms_norm`."""
+
+    def __init__(self, namespace: dict, lesson_name: str):
+        self._namespace = namespace
+        self._lesson_name = lesson_name
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return self._namespace[name]
+        except KeyError:
+            raise CheckFailed(
+                f"{self._lesson_name} defines no `{name}`",
+                expected=f"a definition of `{name}`",
+                got="nothing by that name",
+                hint="keep the name and signature the exercise cell gave you (did you rename it?)",
+            ) from None
+
+
+# ----------------------------------------------------------------------------- helpers for checks
+
+def expect(condition: bool, summary: str, *, input: str = "", expected: str = "", got: str = "", hint: str = "") -> None:
+    if not condition:
+        raise CheckFailed(summary, input=input, expected=expected, got=got, hint=hint)
+
+
+def expect_tensor(value, *, shape=None, dtype=None, device=None, input: str = "", what: str = "output", hint: str = "") -> None:
+    """The dtype and shape contract: a tensor of exactly this shape, dtype and device type."""
+    expect(isinstance(value, torch.Tensor), f"{what} is not a tensor", input=input,
+           expected="torch.Tensor", got=type(value).__name__, hint="return the tensor, not a tuple or a number")
+    if shape is not None:
+        expect(tuple(value.shape) == tuple(shape), f"{what} has the wrong shape", input=input,
+               expected=str(tuple(shape)), got=str(tuple(value.shape)), hint="check which dimension you reduced or reshaped")
+    if dtype is not None:
+        expect(value.dtype == dtype, f"{what} has the wrong dtype", input=input, expected=str(dtype), got=str(value.dtype),
+               hint=hint or "cast the result back to the input's dtype at the end")
+    if device is not None:
+        expect(value.device.type == torch.device(device).type, f"{what} is on the wrong device", input=input,
+               expected=str(device), got=str(value.device), hint="allocate outputs on the input's device")
+
+
+def expect_close(got, oracle: torch.Tensor, *, input: str, baseline: torch.Tensor | None = None,
+                 dtype: torch.dtype | None = None, hint: str = "", what: str = "output") -> None:
+    """Shape check, then the package's tolerance policy (llm_algo.tolerance) against a float64 oracle."""
+    expect_tensor(got, shape=oracle.shape, input=input, what=what)
+    found = mismatch(got, oracle, dtype=dtype or got.dtype, baseline=baseline)
+    if found:
+        raise CheckFailed(f"{what} differs from the reference: {found.summary}", input=input,
+                          expected=found.expected, got=found.got, hint=hint)
+
+
+def describe(**tensors) -> str:
+    """`x (2, 7) float16, w (7,) float16` for a check's input column."""
+    parts = []
+    for name, value in tensors.items():
+        if isinstance(value, torch.Tensor):
+            parts.append(f"{name} {tuple(value.shape)} {str(value.dtype).removeprefix('torch.')}")
+        else:
+            parts.append(f"{name}={value!r}")
+    return ", ".join(parts)
+
+
+# ----------------------------------------------------------------------------- running one check
+
+@dataclass(frozen=True)
+class CheckResult:
+    key: str
+    outcome: str  # passed | failed | not_attempted | skipped
+    description: str = ""
+    summary: str = ""
+    input: str = ""
+    expected: str = ""
+    got: str = ""
+    hint: str = ""
+    path: str = ""  # where it ran: cpu, cuda, triton interpreter, triton compiled
+    seconds: float = 0.0
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> CheckResult:
+        return cls(**data)
+
+
+def seed_for(spec: CheckSpec) -> int:
+    return zlib.crc32(f"{spec.lesson_id}:{spec.key}".encode())
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        import numpy as np
+
+        np.random.seed(seed % 2**32)
+    except ImportError:  # numpy is a dependency, but a check must not die for want of it
+        pass
+
+
+def execution_path(triton: bool) -> str:
+    policy = device_policy.policy()
+    return f"triton {policy.triton_path}" if triton else policy.device
+
+
+def notebook_location(exc: BaseException) -> str:
+    """The innermost frame that ran notebook code, as `02_RMSNorm.ipynb, cell 7 (exercise "rmsnorm"), line 3`."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith(NOTEBOOK_FRAME_PREFIX)]
+    if not frames:
+        return ""
+    frame = frames[-1]
+    return f"{frame.filename[len(NOTEBOOK_FRAME_PREFIX):-1]}, line {frame.lineno}"
+
+
+def _caused_by_not_implemented(exc: BaseException | None) -> bool:
+    """A check that wrapped the exercise's NotImplementedError in another error still means not attempted."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, NotImplementedError):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _not_attempted(exc: BaseException, common: dict) -> CheckResult:
+    where = notebook_location(exc)
+    return CheckResult(outcome="not_attempted", summary=f"still raises NotImplementedError{' at ' + where if where else ''}", **common)
+
+
+def run_check(spec: CheckSpec, namespace: dict, lesson_name: str, *, triton: bool = False) -> CheckResult:
+    """Run one check against a namespace; never raises (but lets KeyboardInterrupt through)."""
+    path = execution_path(triton)
+    common = {"key": spec.key, "description": spec.description, "path": path}
+    if spec.requires_cuda and not device_policy.policy().has_cuda:
+        return CheckResult(outcome="skipped", summary="needs a CUDA GPU; this machine has none", **common)
+    seed_everything(seed_for(spec))
+    start = time.perf_counter()
+    try:
+        spec.func(Exercise(namespace, lesson_name))
+    except NotImplementedError as exc:
+        return _not_attempted(exc, common)
+    except CheckFailed as exc:
+        return CheckResult(outcome="failed", summary=exc.summary, input=exc.input, expected=exc.expected,
+                           got=exc.got, hint=exc.hint or spec.hint, seconds=time.perf_counter() - start, **common)
+    except Exception as exc:  # the learner's code raised: report it where it happened
+        if _caused_by_not_implemented(exc):
+            return _not_attempted(exc, common)
+        where = notebook_location(exc)
+        kind = "assertion failed" if isinstance(exc, AssertionError) else f"raised {type(exc).__name__}"
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return CheckResult(outcome="failed", summary=f"{kind}{': ' + message if message else ''}{' at ' + where if where else ''}",
+                           hint=spec.hint, seconds=time.perf_counter() - start, **common)
+    return CheckResult(outcome="passed", seconds=time.perf_counter() - start, **common)

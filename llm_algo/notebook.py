@@ -1,0 +1,144 @@
+"""The lesson notebook model: metadata, tagged cells, and the two ways of reading its code."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import nbformat
+
+from .paths import display_path
+
+TAGS = ("setup", "exercise", "check", "solution", "demo")
+Mode = Literal["learner", "solution"]
+
+
+class NotebookError(Exception):
+    """A lesson notebook that cannot be used as it is; the message says which one and what to do."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    index: int  # position in the notebook, 0-based; shown to learners 1-based
+    cell_type: str
+    source: str
+    tags: tuple[str, ...]
+    exercise: str | None  # metadata.llm_algo.exercise (exercise and check cells)
+    solution: str | None  # metadata.llm_algo.solution (solution cells)
+    raw: dict = field(repr=False, compare=False, hash=False)
+
+    @property
+    def tag(self) -> str | None:
+        known = [t for t in self.tags if t in TAGS]
+        return known[0] if known else None
+
+    @property
+    def number(self) -> int:
+        return self.index + 1
+
+    def label(self) -> str:
+        name = self.exercise or self.solution
+        return f"cell {self.number}" + (f" ({self.tag} \"{name}\")" if name else f" ({self.tag})" if self.tag else "")
+
+
+@dataclass(frozen=True)
+class Lesson:
+    path: Path
+    meta: dict
+    cells: tuple[Cell, ...]
+    notebook: nbformat.NotebookNode = field(repr=False, compare=False, hash=False)
+
+    @property
+    def id(self) -> str:
+        return str(self.meta.get("id", ""))
+
+    @property
+    def name(self) -> str:
+        return display_path(self.path)
+
+    @property
+    def part(self) -> str:
+        return self.path.parent.name
+
+    @property
+    def device(self) -> str:
+        return str(self.meta.get("device", "cpu"))
+
+    def tagged(self, tag: str) -> list[Cell]:
+        return [c for c in self.cells if c.tag == tag]
+
+    def exercise_names(self) -> list[str]:
+        return [c.exercise for c in self.tagged("exercise") if c.exercise]
+
+    def exercise_cell(self, name: str) -> Cell:
+        return self._named("exercise", name, lambda c: c.exercise)
+
+    def solution_cell(self, name: str) -> Cell:
+        return self._named("solution", name, lambda c: c.solution)
+
+    def _named(self, tag: str, name: str, key) -> Cell:
+        found = [c for c in self.tagged(tag) if key(c) == name]
+        if not found:
+            raise NotebookError(
+                f"{self.name}: no {tag} cell for exercise \"{name}\". Did the cell lose its "
+                f"`{tag}` tag or its metadata {{\"llm_algo\": {{\"{'exercise' if tag != 'solution' else 'solution'}\": \"{name}\"}}}}? "
+                "Re-download the lesson or restore the tag in JupyterLab's property inspector."
+            )
+        return found[0]
+
+    def code_plan(self, mode: Mode) -> list[Cell]:
+        """The cells the grader executes, in order: setup and exercises, with solutions swapped in for
+        exercises in solution mode. Check, demo and solution cells never run here."""
+        plan: list[Cell] = []
+        for cell in self.cells:
+            if cell.cell_type != "code":
+                continue
+            if cell.tag == "setup":
+                plan.append(cell)
+            elif cell.tag == "exercise":
+                plan.append(self.solution_cell(cell.exercise) if mode == "solution" else cell)
+        return plan
+
+
+def read_lesson(path: Path | str) -> Lesson:
+    """Parse a notebook file; raise NotebookError with a one-line reason when it cannot be read."""
+    path = Path(path)
+    shown = display_path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise NotebookError(f"{shown}: cannot be read ({exc.strerror}).") from None
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise NotebookError(
+            f"{shown}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}). "
+            "Restore it with `git checkout -- <file>` or fix the edit that broke it."
+        ) from None
+    notebook = nbformat.reads(text, as_version=4)
+    meta = notebook.metadata.get("llm_algo")
+    if not isinstance(meta, dict):
+        raise NotebookError(f"{shown}: the notebook metadata has no `llm_algo` object, so it is not a lesson.")
+    cells = []
+    for index, raw in enumerate(notebook.cells):
+        cell_meta = raw.get("metadata", {})
+        ours = cell_meta.get("llm_algo", {}) if isinstance(cell_meta.get("llm_algo"), dict) else {}
+        cells.append(
+            Cell(
+                index=index,
+                cell_type=raw.get("cell_type", ""),
+                source=raw.get("source", ""),
+                tags=tuple(cell_meta.get("tags", ())),
+                exercise=ours.get("exercise"),
+                solution=ours.get("solution"),
+                raw=raw,
+            )
+        )
+    return Lesson(path=path, meta=dict(meta), cells=tuple(cells), notebook=notebook)
+
+
+def cell_filename(lesson: Lesson, cell: Cell) -> str:
+    """The pseudo file name that tracebacks show for a notebook cell."""
+    return f"<notebook {lesson.name}, {cell.label()}>"

@@ -1,0 +1,109 @@
+"""`python -m llm_algo run NOTEBOOK [--solutions]`: execute a lesson headlessly with nbclient.
+
+The source notebook is never written: the executed copy, with its outputs, goes under the ignored
+`.llm_algo/executed/` folder. One kernel per notebook, a per-cell timeout and a whole-notebook
+deadline, outputs capped, and each check cell's verdict read back from its display data.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+from .loader import MODE_ENV
+from .notebook import Lesson, read_lesson
+from .notebook_api import CHECK_MIME
+from .paths import state_dir
+
+CELL_TIMEOUT = 300.0
+NOTEBOOK_DEADLINE = 900.0
+MAX_OUTPUT_CHARS = 20_000  # per output in the executed copy
+
+
+@dataclass
+class RunReport:
+    notebook: str
+    executed_copy: Path
+    seconds: float
+    checks: dict[str, str] = field(default_factory=dict)  # exercise -> status
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.error and all(status == "passed" for status in self.checks.values())
+
+
+def with_solutions(lesson: Lesson) -> nbformat.NotebookNode:
+    """A copy where each exercise cell holds its solution and the solution cells are gone."""
+    nb = copy.deepcopy(lesson.notebook)
+    cells = []
+    for cell, raw in zip(lesson.cells, nb.cells, strict=True):
+        if cell.tag == "solution":
+            continue
+        if cell.tag == "exercise":
+            raw.source = lesson.solution_cell(cell.exercise).source
+        cells.append(raw)
+    nb.cells = cells
+    return nb
+
+
+def _cap_outputs(nb: nbformat.NotebookNode) -> None:
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "stream" and len(output.get("text", "")) > MAX_OUTPUT_CHARS:
+                output["text"] = output["text"][:MAX_OUTPUT_CHARS] + "\n… (output cut by llm_algo run)\n"
+
+
+def executed_path(lesson: Lesson, solutions: bool) -> Path:
+    suffix = ".solutions" if solutions else ""
+    return state_dir() / "executed" / lesson.part / f"{lesson.path.stem}{suffix}.ipynb"
+
+
+def run_notebook(path: Path | str, *, solutions: bool = False, cell_timeout: float = CELL_TIMEOUT,
+                 deadline: float = NOTEBOOK_DEADLINE) -> RunReport:
+    lesson = read_lesson(path)
+    nb = with_solutions(lesson) if solutions else copy.deepcopy(lesson.notebook)
+    out = executed_path(lesson, solutions)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+
+    def timeout_for(_cell) -> int:  # the whole-notebook deadline shortens the last cells' timeouts
+        return max(1, int(min(cell_timeout, deadline - (time.monotonic() - start))))
+
+    client = NotebookClient(
+        nb, kernel_name="python3", timeout_func=timeout_for, allow_errors=False,
+        resources={"metadata": {"path": str(lesson.path.parent.resolve())}},
+    )
+    report = RunReport(notebook=lesson.name, executed_copy=out, seconds=0.0)
+    previous = os.environ.get(MODE_ENV)
+    os.environ[MODE_ENV] = "solution" if solutions else "learner"  # the kernel inherits it
+    try:
+        client.execute()
+    except CellTimeoutError:
+        report.error = f"a cell ran past its timeout ({cell_timeout:g} s per cell, {deadline:g} s per notebook)"
+    except DeadKernelError:
+        report.error = "the kernel died (did a cell call exit() or crash the interpreter?)"
+    except CellExecutionError as exc:
+        first = str(exc).strip().splitlines()
+        report.error = f"a cell raised: {first[-1] if first else exc}"
+    finally:
+        if previous is None:
+            os.environ.pop(MODE_ENV, None)
+        else:
+            os.environ[MODE_ENV] = previous
+    report.seconds = time.monotonic() - start
+    for cell in nb.cells:
+        if "check" in cell.metadata.get("tags", []):
+            name = cell.metadata.get("llm_algo", {}).get("exercise", "?")
+            verdicts = [o["data"][CHECK_MIME] for o in cell.get("outputs", []) if CHECK_MIME in o.get("data", {})]
+            report.checks[name] = verdicts[-1]["status"] if verdicts else "not run"
+    _cap_outputs(nb)
+    nbformat.write(nb, out)
+    return report

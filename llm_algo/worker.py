@@ -1,0 +1,139 @@
+"""Grade a lesson in a child process, so that a notebook that loops forever, exits the interpreter or
+prints megabytes costs only its own lesson.
+
+The parent (`grade_in_subprocess`) writes a request file and reads events back from a JSON-lines
+file; the child's stdout and stderr (the learner's prints) go to a capped log. When the child dies
+or runs past its deadline, the unit in flight gets a one-line error naming the cell or check, and a
+new child grades what is left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from .checking import CheckResult
+from .grading import Unit, grade
+from .notebook import NotebookError
+
+STARTUP_SECONDS = 60  # importing torch on a slow, busy machine
+LOG_TAIL_BYTES = 2000
+
+
+def _tail(path: Path) -> str:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - LOG_TAIL_BYTES))
+            return handle.read().decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+
+
+def _read_events(path: Path) -> list[dict]:
+    events = []
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError:  # a child killed mid-write leaves half a line
+                pass
+    return events
+
+
+def _run_child(notebook: Path, units: list[Unit], timeout: float, workdir: Path) -> tuple[list[dict], str]:
+    """One child process; returns its events and, when it did not finish cleanly, why."""
+    request, events, log = workdir / "request.json", workdir / "events.jsonl", workdir / "output.log"
+    events.unlink(missing_ok=True)
+    request.write_text(json.dumps({"notebook": str(notebook), "units": [asdict(u) for u in units], "timeout": timeout}))
+    deadline = STARTUP_SECONDS + timeout * (len(units) + 2)
+    with open(log, "wb") as output:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "llm_algo.worker", str(request), str(events)],
+            stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        try:
+            code = child.wait(timeout=deadline)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+            return _read_events(events), f"did not finish within {deadline:g} s and was stopped (an infinite loop in C code, or a deadlock?)"
+    found = _read_events(events)
+    if found and found[-1].get("type") == "done":
+        return found, ""
+    if found and found[-1].get("type") == "error":
+        return found, found[-1]["message"]
+    tail = _tail(log).splitlines()
+    last = f"; it last printed: {tail[-1][:200]}" if tail else ""
+    return found, f"the Python process exited (code {code}) — does the code call exit(), os._exit() or crash the interpreter?{last}"
+
+
+def grade_in_subprocess(notebook: Path, units: list[Unit], *, timeout: float) -> dict[str, CheckResult | str]:
+    """Results by unit key: a CheckResult, or a one-line error string for units that could not run."""
+    results: dict[str, CheckResult | str] = {}
+    pending = list(units)
+    with tempfile.TemporaryDirectory(prefix="llm_algo_") as tmp:
+        while pending:
+            events, problem = _run_child(notebook, pending, timeout, Path(tmp))
+            for event in events:
+                if event["type"] == "result":
+                    result = CheckResult.from_json(event["result"])
+                    results[result.key] = result
+            pending = [u for u in pending if u.key not in results]
+            if not pending:
+                break
+            if not problem:
+                problem = "the grader process ended without grading it"
+            failed, message = _casualties(events, pending, problem)
+            for unit in failed:
+                results[unit.key] = message
+            pending = [u for u in pending if u.key not in results]
+    return results
+
+
+def _casualties(events: list[dict], pending: list[Unit], problem: str) -> tuple[list[Unit], str]:
+    """Which pending units a failed child takes down with it, and the one-line reason."""
+    if events and events[-1]["type"] == "error":  # the lesson itself cannot be graded
+        return pending, problem
+    unit_key, cell = None, None
+    for event in events:
+        if event["type"] == "start":
+            unit_key, cell = event["key"], None
+        elif event["type"] == "cell":
+            cell = event["cell"]
+        elif event["type"] == "result" and event["result"]["key"] == unit_key:
+            unit_key, cell = None, None
+    where = f"while running {cell}: " if cell else ""
+    if unit_key:
+        return [u for u in pending if u.key == unit_key], where + problem
+    if cell:  # loading the notebook for the plain checks of one mode
+        mode = pending[0].mode
+        return [u for u in pending if not u.is_mutant and u.mode == mode] or pending[:1], where + problem
+    return pending, problem
+
+
+def main(request_path: str, events_path: str) -> int:
+    request = json.loads(Path(request_path).read_text())
+    with open(events_path, "a", encoding="utf-8") as events:
+        def emit(event: dict) -> None:
+            events.write(json.dumps(event) + "\n")
+            events.flush()
+
+        try:
+            grade(request["notebook"], [Unit(**u) for u in request["units"]], timeout=request["timeout"], emit=emit)
+        except (NotebookError, FileNotFoundError, TypeError) as exc:
+            emit({"type": "error", "message": str(exc)})
+            return 1
+        emit({"type": "done"})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:]))
