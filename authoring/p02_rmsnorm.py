@@ -5,10 +5,17 @@ from llm_algo.authoring import LessonBuilder
 
 def build() -> LessonBuilder:
     lesson = LessonBuilder(
-        id="p02.rmsnorm", path="02_PyTorch_Algorithms/02_RMSNorm.ipynb", title_en="RMSNorm", title_zh="RMSNorm 均方根归一化",
-        difficulty="easy", device="cpu", minutes=45, prerequisites=[],
+        id="p02.rmsnorm",
+        path="02_PyTorch_Algorithms/02_RMSNorm.ipynb",
+        title_en="RMSNorm",
+        title_zh="RMSNorm 均方根归一化",
+        difficulty="easy",
+        device="cpu",
+        minutes=45,
+        prerequisites=[],
     )
-    lesson.title(intro=r"""
+    lesson.title(
+        intro=r"""
         Every Llama, Qwen, Mistral and DeepSeek layer normalises its hidden state twice (before attention and
         before the MLP), and once more before the output head: Llama-3-8B runs $2 \times 32 + 1 = 65$ RMSNorms per
         token. It is the simplest layer in the model, and one of the easiest to get subtly wrong: in fp16 a single
@@ -17,7 +24,8 @@ def build() -> LessonBuilder:
         **You will implement** the RMSNorm forward pass with a float32 upcast, the `nn.Module` that Hugging Face
         checkpoints load into, and the backward pass by hand. **Graded against** `torch.nn.functional.rms_norm`
         (float64 oracle), Hugging Face `LlamaRMSNorm` built locally with random weights, and float64 autograd.
-    """)
+    """
+    )
     lesson.md(r"""
         ## 1. Why normalise, and why not LayerNorm?
 
@@ -62,7 +70,9 @@ def build() -> LessonBuilder:
         in float32 whatever the input dtype, and returning the input's dtype. Use `torch.rsqrt`: one instruction on a
         GPU instead of a square root and a division.
     """)
-    lesson.exercise("rms_norm", r'''
+    lesson.exercise(
+        "rms_norm",
+        r'''
         def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
             """Root-mean-square normalisation over the last dimension.
 
@@ -80,7 +90,8 @@ def build() -> LessonBuilder:
             inv_rms = torch.rsqrt(xc.pow(2).mean(dim=-1, keepdim=True) + eps)  # (..., 1)
             return (xc * inv_rms * weight.to(compute_dtype)).to(x.dtype)  # (..., d) in x's dtype
             ### END SOLUTION
-    ''')
+    ''',
+    )
     lesson.md(r"""
         The check compares with `F.rms_norm` on float64 inputs (the oracle). In fp16 and bf16 your result may differ
         from the oracle by rounding, but by no more than a small multiple of what `F.rms_norm` itself makes in that
@@ -124,7 +135,9 @@ def build() -> LessonBuilder:
         For your module to load a Hugging Face Llama checkpoint, its `state_dict()` must be exactly `{"weight"}`:
         `eps` is a hyper-parameter, not a tensor. The gain starts at ones, so a fresh layer only normalises.
     """)
-    lesson.exercise("rmsnorm_module", r'''
+    lesson.exercise(
+        "rmsnorm_module",
+        r'''
         class RMSNorm(nn.Module):
             """RMSNorm layer: state_dict() == {"weight": (hidden_size,)}, like LlamaRMSNorm."""
 
@@ -141,7 +154,8 @@ def build() -> LessonBuilder:
                 ### BEGIN SOLUTION
                 return rms_norm(x, self.weight, self.eps)
                 ### END SOLUTION
-    ''')
+    ''',
+    )
     lesson.md(r"""
         ## 5. Exercise `rms_norm_backward`: the gradient by hand
 
@@ -160,7 +174,9 @@ def build() -> LessonBuilder:
         the gradient has no component in that direction. `grad_x: (..., d)`, `grad_weight: (d,)` summed over *every*
         leading dimension (batch and sequence). Compute in float32; return each gradient in its input's dtype.
     """)
-    lesson.exercise("rms_norm_backward", r'''
+    lesson.exercise(
+        "rms_norm_backward",
+        r'''
         def rms_norm_backward(x: torch.Tensor, weight: torch.Tensor, grad_out: torch.Tensor, eps: float = 1e-6):
             """Gradients of y = rms_norm(x, weight, eps) given grad_out = dL/dy.
 
@@ -182,7 +198,8 @@ def build() -> LessonBuilder:
             grad_weight = (dy * x_hat).sum(dim=0)                            # (d,)
             return grad_x.reshape(x.shape).to(x.dtype), grad_weight.to(weight.dtype)
             ### END SOLUTION
-    ''')
+    ''',
+    )
     lesson.stop()
     lesson.md(r"""
         ## 6. Reading the solutions

@@ -15,7 +15,9 @@ def cmd_lint(args: argparse.Namespace) -> int:
     errors = lint([Path(p) for p in args.paths] or None)
     for error in errors:
         print(error)
-    print(f"lint: {len(errors)} problem{'s' * (len(errors) != 1)}" if errors else "lint: every lesson keeps the contract")
+    print(
+        f"lint: {len(errors)} problem{'s' * (len(errors) != 1)}" if errors else "lint: every lesson keeps the contract"
+    )
     return 1 if errors else 0
 
 
@@ -38,8 +40,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         verdicts = ", ".join(f"{name}: {status}" for name, status in report.checks.items())
         mark = "✓" if report.ok or (not args.solutions and not report.error) else "✗"
         failures += mark == "✗"
-        print(f"{mark} {report.notebook} in {report.seconds:.1f} s — {verdicts or 'no check cells'}"
-              + (f" — {report.error}" if report.error else "") + f"\n  executed copy: {report.executed_copy}")
+        print(
+            f"{mark} {report.notebook} in {report.seconds:.1f} s — {verdicts or 'no check cells'}"
+            + (f" — {report.error}" if report.error else "")
+            + f"\n  executed copy: {report.executed_copy}"
+        )
     return 1 if failures else 0
 
 
@@ -103,10 +108,14 @@ def main(argv: list[str] | None = None) -> int:
     lint.set_defaults(func=cmd_lint)
     run = commands.add_parser("run", help="execute notebooks headlessly; the executed copy goes to .llm_algo/executed/")
     run.add_argument("notebooks", nargs="*")
-    run.add_argument("--solutions", action="store_true", help="run with the reference solutions in place of the exercises")
+    run.add_argument(
+        "--solutions", action="store_true", help="run with the reference solutions in place of the exercises"
+    )
     run.add_argument("--all", action="store_true", help="every lesson notebook")
     run.set_defaults(func=cmd_run)
-    commands.add_parser("progress", help="your per-part progress, from the last pytest runs").set_defaults(func=cmd_progress)
+    commands.add_parser("progress", help="your per-part progress, from the last pytest runs").set_defaults(
+        func=cmd_progress
+    )
     commands.add_parser("doctor", help="what this machine can run").set_defaults(func=cmd_doctor)
     bench = commands.add_parser("bench", help="time a kernel lesson's reference solution (or yours) against PyTorch")
     bench.add_argument("lesson", help="lesson id, e.g. p03.softmax")

@@ -80,6 +80,7 @@ class LessonBuilder:
     device: str
     minutes: int
     prerequisites: list[str] = field(default_factory=list)
+    triton: bool = False  # Triton lessons put their tensors on lesson.triton_device (the CPU under the interpreter)
     cells: list = field(default_factory=list)
     solutions: list[tuple[str, str]] = field(default_factory=list)
     _counts: dict = field(default_factory=dict)
@@ -99,23 +100,31 @@ class LessonBuilder:
 
     def title(self, prerequisite_links: dict[str, str] | None = None, intro: str = "") -> None:
         """Title, badges and prerequisite links; `prerequisite_links` maps each id to its notebook path."""
-        badges = " ".join([
-            f"[![Open in Colab](https://colab.research.google.com/assets/colab-badge.svg)]({COLAB_URL}/{self.path})",
-            f"![difficulty: {self.difficulty}](https://img.shields.io/badge/difficulty-{self.difficulty}-blue)",
-            f"![device: {self.device}](https://img.shields.io/badge/device-{self.device}-green)",
-            f"![time: {self.minutes} min](https://img.shields.io/badge/time-{self.minutes}%20min-orange)",
-        ])
+        badges = " ".join(
+            [
+                f"[![Open in Colab](https://colab.research.google.com/assets/colab-badge.svg)]({COLAB_URL}/{self.path})",
+                f"![difficulty: {self.difficulty}](https://img.shields.io/badge/difficulty-{self.difficulty}-blue)",
+                f"![device: {self.device}](https://img.shields.io/badge/device-{self.device}-green)",
+                f"![time: {self.minutes} min](https://img.shields.io/badge/time-{self.minutes}%20min-orange)",
+            ]
+        )
         links = prerequisite_links or {}
         here = Path(self.path).parent
         prereq = ", ".join(f"[{pid}]({os.path.relpath(p, here)})" for pid, p in links.items()) or "none"
-        text = f"# {self.title_en} | {self.title_zh}\n\n{badges}\n\n**Lesson** `{self.id}` · **Prerequisites:** {prereq}"
+        text = (
+            f"# {self.title_en} | {self.title_zh}\n\n{badges}\n\n**Lesson** `{self.id}` · **Prerequisites:** {prereq}"
+        )
         self.md(text + ("\n\n" + _dedent(intro) if intro else ""))
 
     def md(self, text: str) -> None:
         self._add(nbformat.v4.new_markdown_cell(_dedent(text)), "md")
 
     def setup(self, code: str) -> None:
-        source = f'{COLAB_BOOTSTRAP}\nfrom llm_algo import setup_lesson\n\nlesson = setup_lesson("{self.id}")\ncheck, DEVICE = lesson.check, lesson.device\n\n{_dedent(code)}'
+        device = "lesson.triton_device" if self.triton else "lesson.device"
+        source = (
+            f'{COLAB_BOOTSTRAP}\nfrom llm_algo import setup_lesson\n\nlesson = setup_lesson("{self.id}")  # picks the device first\n'
+            f"check, DEVICE = lesson.check, {device}\n\n{_dedent(code)}"
+        )
         self._add(nbformat.v4.new_code_cell(source.rstrip()), "setup", "setup")
 
     def code(self, code: str, tag: str = "demo") -> None:
@@ -130,11 +139,18 @@ class LessonBuilder:
 
     def stop(self, text: str = "") -> None:
         """The STOP marker, then every solution, collapsed in JupyterLab and in Colab's form view."""
-        self.md(f"{STOP_MARKER}\n\n{_dedent(text) or 'Try the exercises before you read on: the reference solutions follow.'}")
+        self.md(
+            f"{STOP_MARKER}\n\n{_dedent(text) or 'Try the exercises before you read on: the reference solutions follow.'}"
+        )
         for name, solution in self.solutions:
             source = f"#@title Reference solution: {name}\n{solution}"
-            self._add(nbformat.v4.new_code_cell(source), "solution", "solution", {"solution": name},
-                      {"jupyter": {"source_hidden": True}, "cellView": "form"})
+            self._add(
+                nbformat.v4.new_code_cell(source),
+                "solution",
+                "solution",
+                {"solution": name},
+                {"jupyter": {"source_hidden": True}, "cellView": "form"},
+            )
 
     def notebook(self) -> nbformat.NotebookNode:
         nb = nbformat.v4.new_notebook()
@@ -143,8 +159,12 @@ class LessonBuilder:
             "language_info": {"name": "python"},
             "colab": {"provenance": []},
             "llm_algo": {
-                "id": self.id, "title": {"en": self.title_en, "zh": self.title_zh}, "difficulty": self.difficulty,
-                "device": self.device, "minutes": self.minutes, "prerequisites": list(self.prerequisites),
+                "id": self.id,
+                "title": {"en": self.title_en, "zh": self.title_zh},
+                "difficulty": self.difficulty,
+                "device": self.device,
+                "minutes": self.minutes,
+                "prerequisites": list(self.prerequisites),
             },
         }
         nb.cells = self.cells

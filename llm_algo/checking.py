@@ -57,6 +57,7 @@ class CheckSpec:
     func: Callable = field(repr=False, compare=False)
     requires_cuda: bool = False
     hint: str = ""
+    gate: bool = False  # a memory-safety check: when it fails, the exercise's other checks are not run
 
     @property
     def key(self) -> str:
@@ -71,10 +72,10 @@ class Checks:
         self.triton = triton
         self.specs: list[CheckSpec] = []
 
-    def __call__(self, exercise: str, *, requires_cuda: bool = False, hint: str = "") -> Callable:
+    def __call__(self, exercise: str, *, requires_cuda: bool = False, hint: str = "", gate: bool = False) -> Callable:
         def register(func: Callable) -> Callable:
             doc = (func.__doc__ or func.__name__.replace("_", " ")).strip().splitlines()[0]
-            self.specs.append(CheckSpec(self.lesson_id, exercise, func.__name__, doc, func, requires_cuda, hint))
+            self.specs.append(CheckSpec(self.lesson_id, exercise, func.__name__, doc, func, requires_cuda, hint, gate))
             return func
 
         return register
@@ -127,34 +128,76 @@ class Exercise:
 
 # ----------------------------------------------------------------------------- helpers for checks
 
-def expect(condition: bool, summary: str, *, input: str = "", expected: str = "", got: str = "", hint: str = "") -> None:
+
+def expect(
+    condition: bool, summary: str, *, input: str = "", expected: str = "", got: str = "", hint: str = ""
+) -> None:
     if not condition:
         raise CheckFailed(summary, input=input, expected=expected, got=got, hint=hint)
 
 
-def expect_tensor(value, *, shape=None, dtype=None, device=None, input: str = "", what: str = "output", hint: str = "") -> None:
+def expect_tensor(
+    value, *, shape=None, dtype=None, device=None, input: str = "", what: str = "output", hint: str = ""
+) -> None:
     """The dtype and shape contract: a tensor of exactly this shape, dtype and device type."""
-    expect(isinstance(value, torch.Tensor), f"{what} is not a tensor", input=input,
-           expected="torch.Tensor", got=type(value).__name__, hint="return the tensor, not a tuple or a number")
+    expect(
+        isinstance(value, torch.Tensor),
+        f"{what} is not a tensor",
+        input=input,
+        expected="torch.Tensor",
+        got=type(value).__name__,
+        hint="return the tensor, not a tuple or a number",
+    )
     if shape is not None:
-        expect(tuple(value.shape) == tuple(shape), f"{what} has the wrong shape", input=input,
-               expected=str(tuple(shape)), got=str(tuple(value.shape)), hint="check which dimension you reduced or reshaped")
+        expect(
+            tuple(value.shape) == tuple(shape),
+            f"{what} has the wrong shape",
+            input=input,
+            expected=str(tuple(shape)),
+            got=str(tuple(value.shape)),
+            hint="check which dimension you reduced or reshaped",
+        )
     if dtype is not None:
-        expect(value.dtype == dtype, f"{what} has the wrong dtype", input=input, expected=str(dtype), got=str(value.dtype),
-               hint=hint or "cast the result back to the input's dtype at the end")
+        expect(
+            value.dtype == dtype,
+            f"{what} has the wrong dtype",
+            input=input,
+            expected=str(dtype),
+            got=str(value.dtype),
+            hint=hint or "cast the result back to the input's dtype at the end",
+        )
     if device is not None:
-        expect(value.device.type == torch.device(device).type, f"{what} is on the wrong device", input=input,
-               expected=str(device), got=str(value.device), hint="allocate outputs on the input's device")
+        expect(
+            value.device.type == torch.device(device).type,
+            f"{what} is on the wrong device",
+            input=input,
+            expected=str(device),
+            got=str(value.device),
+            hint="allocate outputs on the input's device",
+        )
 
 
-def expect_close(got, oracle: torch.Tensor, *, input: str, baseline: torch.Tensor | None = None,
-                 dtype: torch.dtype | None = None, hint: str = "", what: str = "output") -> None:
+def expect_close(
+    got,
+    oracle: torch.Tensor,
+    *,
+    input: str,
+    baseline: torch.Tensor | None = None,
+    dtype: torch.dtype | None = None,
+    hint: str = "",
+    what: str = "output",
+) -> None:
     """Shape check, then the package's tolerance policy (llm_algo.tolerance) against a float64 oracle."""
     expect_tensor(got, shape=oracle.shape, input=input, what=what)
     found = mismatch(got, oracle, dtype=dtype or got.dtype, baseline=baseline)
     if found:
-        raise CheckFailed(f"{what} differs from the reference: {found.summary}", input=input,
-                          expected=found.expected, got=found.got, hint=hint)
+        raise CheckFailed(
+            f"{what} differs from the reference: {found.summary}",
+            input=input,
+            expected=found.expected,
+            got=found.got,
+            hint=hint,
+        )
 
 
 def describe(**tensors) -> str:
@@ -169,6 +212,7 @@ def describe(**tensors) -> str:
 
 
 # ----------------------------------------------------------------------------- running one check
+
 
 @dataclass(frozen=True)
 class CheckResult:
@@ -217,7 +261,7 @@ def notebook_location(exc: BaseException) -> str:
     if not frames:
         return ""
     frame = frames[-1]
-    return f"{frame.filename[len(NOTEBOOK_FRAME_PREFIX):-1]}, line {frame.lineno}"
+    return f"{frame.filename[len(NOTEBOOK_FRAME_PREFIX) : -1]}, line {frame.lineno}"
 
 
 def _caused_by_not_implemented(exc: BaseException | None) -> bool:
@@ -233,7 +277,9 @@ def _caused_by_not_implemented(exc: BaseException | None) -> bool:
 
 def _not_attempted(exc: BaseException, common: dict) -> CheckResult:
     where = notebook_location(exc)
-    return CheckResult(outcome="not_attempted", summary=f"still raises NotImplementedError{' at ' + where if where else ''}", **common)
+    return CheckResult(
+        outcome="not_attempted", summary=f"still raises NotImplementedError{' at ' + where if where else ''}", **common
+    )
 
 
 def run_check(spec: CheckSpec, namespace: dict, lesson_name: str, *, triton: bool = False) -> CheckResult:
@@ -249,14 +295,27 @@ def run_check(spec: CheckSpec, namespace: dict, lesson_name: str, *, triton: boo
     except NotImplementedError as exc:
         return _not_attempted(exc, common)
     except CheckFailed as exc:
-        return CheckResult(outcome="failed", summary=exc.summary, input=exc.input, expected=exc.expected,
-                           got=exc.got, hint=exc.hint or spec.hint, seconds=time.perf_counter() - start, **common)
+        return CheckResult(
+            outcome="failed",
+            summary=exc.summary,
+            input=exc.input,
+            expected=exc.expected,
+            got=exc.got,
+            hint=exc.hint or spec.hint,
+            seconds=time.perf_counter() - start,
+            **common,
+        )
     except Exception as exc:  # the learner's code raised: report it where it happened
         if _caused_by_not_implemented(exc):
             return _not_attempted(exc, common)
         where = notebook_location(exc)
         kind = "assertion failed" if isinstance(exc, AssertionError) else f"raised {type(exc).__name__}"
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        return CheckResult(outcome="failed", summary=f"{kind}{': ' + message if message else ''}{' at ' + where if where else ''}",
-                           hint=spec.hint, seconds=time.perf_counter() - start, **common)
+        return CheckResult(
+            outcome="failed",
+            summary=f"{kind}{': ' + message if message else ''}{' at ' + where if where else ''}",
+            hint=spec.hint,
+            seconds=time.perf_counter() - start,
+            **common,
+        )
     return CheckResult(outcome="passed", seconds=time.perf_counter() - start, **common)

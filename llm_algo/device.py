@@ -33,7 +33,11 @@ class DevicePolicy:
         return "cuda" if self.triton_path == "compiled" else "cpu"
 
     def describe(self) -> str:
-        where = f"CUDA ({self.gpu_name}, compute capability {self.capability[0]}.{self.capability[1]})" if self.has_cuda else "CPU"
+        where = (
+            f"CUDA ({self.gpu_name}, compute capability {self.capability[0]}.{self.capability[1]})"
+            if self.has_cuda
+            else "CPU"
+        )
         return f"device: {where}; Triton kernels: {self.triton_path}"
 
 
@@ -70,6 +74,18 @@ def policy() -> DevicePolicy:
 
 def device() -> str:
     return policy().device
+
+
+def triton_device() -> str:
+    return policy().triton_device
+
+
+def triton_dtypes():
+    """The dtypes a Triton kernel can be checked in here: the interpreter has no bfloat16."""
+    import torch
+
+    compiled = policy().triton_path == "compiled"
+    return [torch.float32, torch.float16] + ([torch.bfloat16] if compiled else [])
 
 
 def in_colab() -> bool:

@@ -22,7 +22,11 @@ def how_it_runs(lesson_device: str, triton: bool, policy: device_policy.DevicePo
     if lesson_device == "gpu" and not policy.has_cuda:
         return "skipped: its checks need a CUDA GPU"
     if triton:
-        return "Triton compiled on the GPU" if policy.triton_path == "compiled" else "Triton interpreter on the CPU (small shapes)"
+        return (
+            "Triton compiled on the GPU"
+            if policy.triton_path == "compiled"
+            else "Triton interpreter on the CPU (small shapes)"
+        )
     return f"native PyTorch on {policy.device}"
 
 

@@ -48,22 +48,50 @@ def time_limit(seconds: float, what: str) -> Iterator[None]:
 
 def result_for_broken_exercise(spec: CheckSpec, loaded: LoadedLesson, path: str) -> CheckResult | None:
     if spec.exercise in loaded.not_attempted:
-        return CheckResult(spec.key, "not_attempted", spec.description, "the exercise cell raises NotImplementedError", path=path)
+        return CheckResult(
+            spec.key, "not_attempted", spec.description, "the exercise cell raises NotImplementedError", path=path
+        )
     if spec.exercise in loaded.broken:
         return CheckResult(spec.key, "failed", spec.description, loaded.broken[spec.exercise], path=path)
     return None
 
 
-def check_exercise(specs: list[CheckSpec], loaded: LoadedLesson, lesson: Lesson, registry: Checks,
-                   *, timeout: float | None = None, stop_at_first_failure: bool = False) -> list[CheckResult]:
+def check_exercise(
+    specs: list[CheckSpec],
+    loaded: LoadedLesson,
+    lesson: Lesson,
+    registry: Checks,
+    *,
+    timeout: float | None = None,
+    stop_at_first_failure: bool = False,
+    on_start: Callable[[CheckSpec], None] | None = None,
+    on_result: Callable[[CheckResult], None] | None = None,
+) -> list[CheckResult]:
+    """Run checks in order, each exercise's *gate* checks first (memory safety: a kernel that writes out of
+    bounds corrupts the process, so once a gate fails the exercise's other checks are not run)."""
+    ordered = sorted(specs, key=lambda spec: not spec.gate)
+    gated: dict[str, str] = {}  # exercise -> the gate check that failed
     results = []
-    for spec in specs:
+    for spec in ordered:
+        if on_start:
+            on_start(spec)
         result = result_for_broken_exercise(spec, loaded, "")
+        if result is None and spec.exercise in gated:
+            result = CheckResult(
+                spec.key,
+                "failed",
+                spec.description,
+                f"not run: the safety check {gated[spec.exercise]!r} failed first; fix that one before the others",
+            )
         if result is None:
             limit = time_limit(timeout, f"check {spec.name!r}") if timeout else contextlib.nullcontext()
             with limit:
                 result = run_check(spec, loaded.namespace, lesson.name, triton=registry.triton)
+            if spec.gate and result.outcome == "failed":
+                gated[spec.exercise] = spec.name
         results.append(result)
+        if on_result:
+            on_result(result)
         if stop_at_first_failure and result.outcome == "failed":
             break
     return results
@@ -79,7 +107,9 @@ def mutant_verdict(mutant: Mutant, results: list[CheckResult]) -> CheckResult:
         return CheckResult(key, "passed", description, f"rejected by {first.key}: {first.summary}", path=first.path)
     ran = [r for r in results if r.outcome == "passed"]
     return CheckResult(
-        key, "failed", description,
+        key,
+        "failed",
+        description,
         f"survived: all {len(ran)} checks of exercise {mutant.exercise!r} passed on it ({len(results) - len(ran)} skipped). "
         "Strengthen the checks so that this mistake is caught; never delete the mutant.",
     )
@@ -98,15 +128,30 @@ def grade(notebook: str, units: list[Unit], *, timeout: float, emit: Callable[[d
     def load(mode: Mode, mutant: Mutant | None = None) -> LoadedLesson:
         os.environ[MODE_ENV] = mode  # so that `use(...)` in a setup cell takes references in solution mode
         with time_limit(timeout, "running the notebook's cells"):
-            return load_namespace(lesson, mode, mutant=mutant, before_cell=before_cell)
+            loaded = load_namespace(lesson, mode, mutant=mutant, before_cell=before_cell)
+        emit({"type": "loaded"})
+        return loaded
+
+    def report(result: CheckResult) -> None:
+        emit({"type": "result", "result": result.to_json()})
 
     plain = [u for u in units if not u.is_mutant]
     for mode in dict.fromkeys(u.mode for u in plain):
         loaded = load(mode)
-        for unit in (u for u in plain if u.mode == mode):
-            emit({"type": "start", "key": unit.key})
-            [result] = check_exercise([specs[unit.key]], loaded, lesson, registry, timeout=timeout)
-            emit({"type": "result", "result": result.to_json()})
+        wanted = [specs[u.key] for u in plain if u.mode == mode]
+        exercises = {spec.exercise for spec in wanted}
+        gates = [
+            s for s in registry.specs if s.gate and s.exercise in exercises and s not in wanted
+        ]  # run even if deselected
+        check_exercise(
+            gates + wanted,
+            loaded,
+            lesson,
+            registry,
+            timeout=timeout,
+            on_start=lambda spec: emit({"type": "start", "key": spec.key}),
+            on_result=report,
+        )
 
     for unit in (u for u in units if u.is_mutant):
         mutant = mutants[unit.key]
@@ -116,9 +161,17 @@ def grade(notebook: str, units: list[Unit], *, timeout: float, emit: Callable[[d
         except StaleMutant as exc:
             verdict = CheckResult(unit.key, "failed", f"mutant {mutant.name}", str(exc))
         except (NotebookError, TimeoutError) as exc:
-            verdict = CheckResult(unit.key, "passed", f"mutant {mutant.name}: {mutant.mistake}", f"rejected: loading failed ({exc})")
+            verdict = CheckResult(
+                unit.key, "passed", f"mutant {mutant.name}: {mutant.mistake}", f"rejected: loading failed ({exc})"
+            )
         else:
-            results = check_exercise(registry.for_exercise(mutant.exercise), loaded, lesson, registry,
-                                     timeout=timeout, stop_at_first_failure=True)
+            results = check_exercise(
+                registry.for_exercise(mutant.exercise),
+                loaded,
+                lesson,
+                registry,
+                timeout=timeout,
+                stop_at_first_failure=True,
+            )
             verdict = mutant_verdict(mutant, results)
-        emit({"type": "result", "result": verdict.to_json()})
+        report(verdict)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import re
 from collections import Counter
 from pathlib import Path
@@ -26,8 +27,12 @@ def public_signatures(source: str) -> dict[str, str]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             names[node.name] = f"def {node.name}({_args(node.args)})"
         elif isinstance(node, ast.ClassDef):
-            methods = [f"{m.name}({_args(m.args)})" for m in node.body
-                       if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and (not m.name.startswith("_") or m.name == "__init__")]
+            methods = [
+                f"{m.name}({_args(m.args)})"
+                for m in node.body
+                if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and (not m.name.startswith("_") or m.name == "__init__")
+            ]
             names[node.name] = f"class {node.name}: " + ", ".join(methods)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -40,9 +45,13 @@ def public_signatures(source: str) -> dict[str, str]:
 def _args(args: ast.arguments) -> str:
     """Argument names, kinds and defaults; annotations are left out (they do not change a call)."""
     clean = ast.arguments(
-        posonlyargs=[ast.arg(a.arg) for a in args.posonlyargs], args=[ast.arg(a.arg) for a in args.args],
-        vararg=args.vararg and ast.arg(args.vararg.arg), kwonlyargs=[ast.arg(a.arg) for a in args.kwonlyargs],
-        kw_defaults=args.kw_defaults, kwarg=args.kwarg and ast.arg(args.kwarg.arg), defaults=args.defaults,
+        posonlyargs=[ast.arg(a.arg) for a in args.posonlyargs],
+        args=[ast.arg(a.arg) for a in args.args],
+        vararg=args.vararg and ast.arg(args.vararg.arg),
+        kwonlyargs=[ast.arg(a.arg) for a in args.kwonlyargs],
+        kw_defaults=args.kw_defaults,
+        kwarg=args.kwarg and ast.arg(args.kwarg.arg),
+        defaults=args.defaults,
     )
     return ast.unparse(clean)
 
@@ -78,10 +87,8 @@ class Linter:
     def _all_lessons(self) -> list[Lesson]:
         found = []
         for path in lesson_notebooks():
-            try:
+            with contextlib.suppress(NotebookError):  # reported by lint_file when it is in the selection
                 found.append(read_lesson(path))
-            except NotebookError:
-                pass
         return found
 
     def lint_file(self, path: Path) -> Lesson | None:
@@ -128,11 +135,19 @@ class Linter:
             if count > 1:
                 self.error(name, f"cell id {cell_id!r} is used by {count} cells")
         first = lesson.cells[0] if lesson.cells else None
-        if not (first and first.cell_type == "markdown" and "colab.research.google.com" in first.source and " | " in first.source.splitlines()[0]):
+        if not (
+            first
+            and first.cell_type == "markdown"
+            and "colab.research.google.com" in first.source
+            and " | " in first.source.splitlines()[0]
+        ):
             self.error(name, "the first cell must be the title `# English | 中文` with an Open-in-Colab badge")
         stops = [c for c in lesson.cells if c.cell_type == "markdown" and c.source.startswith(STOP_MARKER)]
         if len(stops) != 1:
-            self.error(name, f"needs exactly one STOP marker (a markdown cell starting with {STOP_MARKER!r}), found {len(stops)}")
+            self.error(
+                name,
+                f"needs exactly one STOP marker (a markdown cell starting with {STOP_MARKER!r}), found {len(stops)}",
+            )
         stop = stops[0].index if stops else len(lesson.cells)
         code = [c for c in lesson.cells if c.cell_type == "code"]
         if not code or code[0].tag != "setup":
@@ -153,7 +168,9 @@ class Linter:
         known = [t for t in cell.tags if t in TAGS]
         if cell.cell_type == "code":
             if len(known) != 1:
-                self.error(where, f"a code cell needs exactly one of the tags {', '.join(TAGS)}; it has {known or 'none'}")
+                self.error(
+                    where, f"a code cell needs exactly one of the tags {', '.join(TAGS)}; it has {known or 'none'}"
+                )
             if cell.raw.get("outputs") or cell.raw.get("execution_count") is not None:
                 self.error(where, "outputs must be stripped (Edit > Clear Outputs of All Cells, then save)")
         elif known:
@@ -170,7 +187,10 @@ class Linter:
                 self.error(where, "solution cells belong after the STOP marker")
             collapsed = cell.raw.get("metadata", {}).get("jupyter", {}).get("source_hidden") is True
             if not collapsed or cell.raw["metadata"].get("cellView") != "form" or not cell.source.startswith("#@title"):
-                self.error(where, "a solution cell must be collapsed: metadata jupyter.source_hidden, cellView 'form', and a '#@title' first line")
+                self.error(
+                    where,
+                    "a solution cell must be collapsed: metadata jupyter.source_hidden, cellView 'form', and a '#@title' first line",
+                )
         if tag == "check" and cell.source.strip() != f'check("{cell.exercise}")':
             self.error(where, f'a check cell holds exactly check("{cell.exercise}")')
 
@@ -216,7 +236,9 @@ class Linter:
                 self.error(lesson.name, f"exercise {exercise!r} has {count} checks; at least {MIN_CHECKS} are required")
             count = sum(m.exercise == exercise for m in mutants)
             if count < MIN_MUTANTS:
-                self.error(lesson.name, f"exercise {exercise!r} has {count} mutants; at least {MIN_MUTANTS} are required")
+                self.error(
+                    lesson.name, f"exercise {exercise!r} has {count} mutants; at least {MIN_MUTANTS} are required"
+                )
 
 
 def lint(paths: list[Path] | None = None) -> list[str]:

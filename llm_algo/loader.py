@@ -102,6 +102,8 @@ def load_namespace(
                 where = f"{lesson.name}, {cell.label()}, line {exc.lineno}"
             message = f"{type(exc).__name__}: {exc} (at {where})"
             if cell.tag == "setup":
-                raise NotebookError(f"{lesson.name}: the setup cell failed, so nothing can be graded: {message}") from exc
+                raise NotebookError(
+                    f"{lesson.name}: the setup cell failed, so nothing can be graded: {message}"
+                ) from exc
             loaded.broken[exercise] = f"the cell raised {message}"
     return loaded

@@ -40,7 +40,7 @@ class Cell:
 
     def label(self) -> str:
         name = self.exercise or self.solution
-        return f"cell {self.number}" + (f" ({self.tag} \"{name}\")" if name else f" ({self.tag})" if self.tag else "")
+        return f"cell {self.number}" + (f' ({self.tag} "{name}")' if name else f" ({self.tag})" if self.tag else "")
 
 
 @dataclass(frozen=True)
@@ -82,8 +82,8 @@ class Lesson:
         found = [c for c in self.tagged(tag) if key(c) == name]
         if not found:
             raise NotebookError(
-                f"{self.name}: no {tag} cell for exercise \"{name}\". Did the cell lose its "
-                f"`{tag}` tag or its metadata {{\"llm_algo\": {{\"{'exercise' if tag != 'solution' else 'solution'}\": \"{name}\"}}}}? "
+                f'{self.name}: no {tag} cell for exercise "{name}". Did the cell lose its '
+                f'`{tag}` tag or its metadata {{"llm_algo": {{"{"exercise" if tag != "solution" else "solution"}": "{name}"}}}}? '
                 "Re-download the lesson or restore the tag in JupyterLab's property inspector."
             )
         return found[0]

@@ -50,20 +50,35 @@ class CheckReport:
         return f"{self.exercise}: {SYMBOLS[self.status]} ({passed}/{len(self.results)} checks passed)"
 
     def _rows(self) -> list[tuple[str, ...]]:
-        return [(r.description, SYMBOLS[r.outcome], r.path, r.input, r.expected, r.got, r.summary, r.hint) for r in self.results]
+        return [
+            (r.description, SYMBOLS[r.outcome], r.path, r.input, r.expected, r.got, r.summary, r.hint)
+            for r in self.results
+        ]
 
     def __repr__(self) -> str:
         lines = [self.headline()] + ([f"  error: {self.error}"] if self.error else [])
         for description, outcome, path, input_, expected, got, summary, hint in self._rows():
             lines.append(f"  {outcome:<18} {description} [{path}]")
-            for label, value in (("input", input_), ("expected", expected), ("got", got), ("why", summary), ("likely mistake", hint)):
+            for label, value in (
+                ("input", input_),
+                ("expected", expected),
+                ("got", got),
+                ("why", summary),
+                ("likely mistake", hint),
+            ):
                 if value and outcome != SYMBOLS["passed"]:
                     lines.append(f"      {label}: {value}")
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        header = "".join(f"<th>{h}</th>" for h in ("check", "result", "ran on", "input", "expected", "got", "mismatch", "likely mistake"))
-        body = "".join("<tr>" + "".join(f"<td style='text-align:left'>{html.escape(v)}</td>" for v in row) + "</tr>" for row in self._rows())
+        header = "".join(
+            f"<th>{h}</th>"
+            for h in ("check", "result", "ran on", "input", "expected", "got", "mismatch", "likely mistake")
+        )
+        body = "".join(
+            "<tr>" + "".join(f"<td style='text-align:left'>{html.escape(v)}</td>" for v in row) + "</tr>"
+            for row in self._rows()
+        )
         error = f"<p><b>error:</b> {html.escape(self.error)}</p>" if self.error else ""
         return f"<p><b>{html.escape(self.headline())}</b></p>{error}<table><tr>{header}</tr>{body}</table>"
 
@@ -71,8 +86,13 @@ class CheckReport:
         return {
             "text/plain": repr(self),
             "text/html": self._repr_html_(),
-            CHECK_MIME: {"lesson": self.lesson, "exercise": self.exercise, "status": self.status,
-                         "results": [r.to_json() for r in self.results], "error": self.error},
+            CHECK_MIME: {
+                "lesson": self.lesson,
+                "exercise": self.exercise,
+                "status": self.status,
+                "results": [r.to_json() for r in self.results],
+                "error": self.error,
+            },
         }
 
 
@@ -125,6 +145,7 @@ class LessonSession:
         self.namespace = namespace
         self.policy = device_policy.policy()
         self.device = self.policy.device
+        self.triton_device = self.policy.triton_device  # where tensors for Triton kernels live
 
     def check(self, exercise: str) -> None:
         """Grade one exercise against the kernel's current definitions and show the table."""

@@ -32,7 +32,9 @@ class NotAttempted(Exception):
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("llm_algo", "LLM Algo Lab grading")
     group.addoption("--solutions", action="store_true", help="grade the reference solutions instead of your notebooks")
-    group.addoption("--mutants", action="store_true", help="check that every known-wrong variant of each exercise is rejected")
+    group.addoption(
+        "--mutants", action="store_true", help="check that every known-wrong variant of each exercise is rejected"
+    )
     group.addoption("--check-timeout", default=None, help=CHECK_TIMEOUT.help)
     parser.addini(CHECK_TIMEOUT.ini, CHECK_TIMEOUT.help, default="")
 
@@ -41,7 +43,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("solutions") and config.getoption("mutants"):
         raise pytest.UsageError("--solutions and --mutants grade different things; pass one of them")
     try:
-        config.llm_algo_timeout = resolve(CHECK_TIMEOUT, cli=config.getoption("check_timeout"), ini=config.getini(CHECK_TIMEOUT.ini))
+        config.llm_algo_timeout = resolve(
+            CHECK_TIMEOUT, cli=config.getoption("check_timeout"), ini=config.getini(CHECK_TIMEOUT.ini)
+        )
     except SettingError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[GRADES] = {}
@@ -68,13 +72,25 @@ class LessonFile(pytest.File):
             return
         if grading_mode(self.config) == "mutants":
             for mutant in load_mutants(lesson.id):
-                yield GradedItem.from_parent(self, name=mutant.key, unit=Unit(mutant.key, "solution"), lesson_id=lesson.id,
-                                             exercise=mutant.exercise, description=f"{mutant.name}: {mutant.mistake}")
+                yield GradedItem.from_parent(
+                    self,
+                    name=mutant.key,
+                    unit=Unit(mutant.key, "solution"),
+                    lesson_id=lesson.id,
+                    exercise=mutant.exercise,
+                    description=f"{mutant.name}: {mutant.mistake}",
+                )
             return
         mode = "solution" if grading_mode(self.config) == "solution" else "learner"
         for spec in registry.specs:
-            yield GradedItem.from_parent(self, name=spec.key, unit=Unit(spec.key, mode), lesson_id=lesson.id,
-                                         exercise=spec.exercise, description=spec.description)
+            yield GradedItem.from_parent(
+                self,
+                name=spec.key,
+                unit=Unit(spec.key, mode),
+                lesson_id=lesson.id,
+                exercise=spec.exercise,
+                description=spec.description,
+            )
 
 
 class BrokenLessonItem(pytest.Item):
@@ -100,7 +116,7 @@ class GradedItem(pytest.Item):
         self.config.stash[OUTCOMES].setdefault(self.lesson_id, {})[self.unit.key] = (
             result.outcome if isinstance(result, CheckResult) else "failed"
         )
-        where = f"{self.path.name}, exercise \"{self.exercise}\""
+        where = f'{self.path.name}, exercise "{self.exercise}"'
         if isinstance(result, str):
             pytest.fail(f"{where}: {result}", pytrace=False)
         if result.outcome == "not_attempted":
@@ -114,18 +130,28 @@ class GradedItem(pytest.Item):
         grades = self.config.stash[GRADES]
         if self.path not in grades:
             siblings = [i for i in self.session.items if isinstance(i, GradedItem) and i.path == self.path]
-            grades[self.path] = grade_in_subprocess(self.path, [i.unit for i in siblings], timeout=self.config.llm_algo_timeout)
+            grades[self.path] = grade_in_subprocess(
+                self.path, [i.unit for i in siblings], timeout=self.config.llm_algo_timeout
+            )
         return grades[self.path].get(self.unit.key, "was not graded (internal error: please report it)")
 
     def reportinfo(self):
-        return self.path, None, f"{self.path.name}, exercise \"{self.exercise}\": {self.description}"
+        return self.path, None, f'{self.path.name}, exercise "{self.exercise}": {self.description}'
 
 
 def format_failure(where: str, result: CheckResult) -> str:
     if result.key.startswith("mutant::"):
         return f"{where}, {result.description}\n  {result.summary}"
-    lines = [f"{where}, check {result.key.split('::')[-1]} ({result.description}) [{result.path}]", f"  {result.summary}"]
-    for label, value in (("input", result.input), ("expected", result.expected), ("got", result.got), ("likely mistake", result.hint)):
+    lines = [
+        f"{where}, check {result.key.split('::')[-1]} ({result.description}) [{result.path}]",
+        f"  {result.summary}",
+    ]
+    for label, value in (
+        ("input", result.input),
+        ("expected", result.expected),
+        ("got", result.got),
+        ("likely mistake", result.hint),
+    ):
         if value:
             lines.append(f"  {label + ':':<16}{value}")
     return "\n".join(lines)
@@ -158,7 +184,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         title = "Your progress (saved in .llm_algo/results.json)"
         summary = part_summary(load_results())
     else:
-        title = "Reference solutions, this run" if mode == "solution" else "Mutants rejected (passed = every mutant caught), this run"
+        title = (
+            "Reference solutions, this run"
+            if mode == "solution"
+            else "Mutants rejected (passed = every mutant caught), this run"
+        )
         summary = part_summary(outcomes)
         summary = {part: row for part, row in summary.items() if row["passed"] + row["failed"]}
     terminalreporter.write_line("")

@@ -66,8 +66,13 @@ def executed_path(lesson: Lesson, solutions: bool) -> Path:
     return state_dir() / "executed" / lesson.part / f"{lesson.path.stem}{suffix}.ipynb"
 
 
-def run_notebook(path: Path | str, *, solutions: bool = False, cell_timeout: float = CELL_TIMEOUT,
-                 deadline: float = NOTEBOOK_DEADLINE) -> RunReport:
+def run_notebook(
+    path: Path | str,
+    *,
+    solutions: bool = False,
+    cell_timeout: float = CELL_TIMEOUT,
+    deadline: float = NOTEBOOK_DEADLINE,
+) -> RunReport:
     lesson = read_lesson(path)
     nb = with_solutions(lesson) if solutions else copy.deepcopy(lesson.notebook)
     out = executed_path(lesson, solutions)
@@ -78,7 +83,10 @@ def run_notebook(path: Path | str, *, solutions: bool = False, cell_timeout: flo
         return max(1, int(min(cell_timeout, deadline - (time.monotonic() - start))))
 
     client = NotebookClient(
-        nb, kernel_name="python3", timeout_func=timeout_for, allow_errors=False,
+        nb,
+        kernel_name="python3",
+        timeout_func=timeout_for,
+        allow_errors=False,
         resources={"metadata": {"path": str(lesson.path.parent.resolve())}},
     )
     report = RunReport(notebook=lesson.name, executed_copy=out, seconds=0.0)

@@ -30,14 +30,21 @@ def positive_seconds(text: str) -> float:
 
 
 CHECK_TIMEOUT = Setting(
-    name="check_timeout", env="LLM_ALGO_CHECK_TIMEOUT", ini="llm_algo_check_timeout", default=60.0,
-    parse=positive_seconds, help="seconds a single check (or loading one notebook) may run before it is stopped",
+    name="check_timeout",
+    env="LLM_ALGO_CHECK_TIMEOUT",
+    ini="llm_algo_check_timeout",
+    default=60.0,
+    parse=positive_seconds,
+    help="seconds a single check (or loading one notebook) may run before it is stopped",
 )
 
 
 def resolve(setting: Setting, *, cli: object = None, ini: object = None) -> object:
-    for source, raw in ((f"--{setting.name.replace('_', '-')}", cli), (f"${setting.env}", os.environ.get(setting.env)),
-                        (f"ini option {setting.ini}", ini or None)):
+    for source, raw in (
+        (f"--{setting.name.replace('_', '-')}", cli),
+        (f"${setting.env}", os.environ.get(setting.env)),
+        (f"ini option {setting.ini}", ini or None),
+    ):
         if raw is None or raw == "":
             continue
         try:

@@ -9,6 +9,7 @@ new child grades what is left.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -24,6 +25,7 @@ from .grading import Unit, grade
 from .notebook import NotebookError
 
 STARTUP_SECONDS = 60  # importing torch on a slow, busy machine
+QUIET_GRACE_SECONDS = 15  # beyond the per-check time limit, which the child enforces itself
 LOG_TAIL_BYTES = 2000
 
 
@@ -41,10 +43,8 @@ def _read_events(path: Path) -> list[dict]:
     events = []
     if path.exists():
         for line in path.read_text(encoding="utf-8").splitlines():
-            try:
+            with contextlib.suppress(json.JSONDecodeError):  # a child killed mid-write leaves half a line
                 events.append(json.loads(line))
-            except json.JSONDecodeError:  # a child killed mid-write leaves half a line
-                pass
     return events
 
 
@@ -53,18 +53,30 @@ def _run_child(notebook: Path, units: list[Unit], timeout: float, workdir: Path)
     request, events, log = workdir / "request.json", workdir / "events.jsonl", workdir / "output.log"
     events.unlink(missing_ok=True)
     request.write_text(json.dumps({"notebook": str(notebook), "units": [asdict(u) for u in units], "timeout": timeout}))
-    deadline = STARTUP_SECONDS + timeout * (len(units) + 2)
     with open(log, "wb") as output:
         child = subprocess.Popen(
             [sys.executable, "-m", "llm_algo.worker", str(request), str(events)],
-            stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
-        try:
-            code = child.wait(timeout=deadline)
-        except subprocess.TimeoutExpired:
-            os.killpg(child.pid, signal.SIGKILL)
-            child.wait()
-            return _read_events(events), f"did not finish within {deadline:g} s and was stopped (an infinite loop in C code, or a deadlock?)"
+        # A watchdog, not a total deadline: the child reports an event per cell and per check, and is stopped
+        # only when it goes quiet for longer than one check may take (plus start-up before its first event).
+        quiet_limit, last_size, last_change = STARTUP_SECONDS + timeout, -1, time.monotonic()
+        while (code := child.poll()) is None:
+            size = events.stat().st_size if events.exists() else 0
+            if size != last_size:
+                last_size, last_change = size, time.monotonic()
+                quiet_limit = timeout + QUIET_GRACE_SECONDS if size else quiet_limit
+            elif time.monotonic() - last_change > quiet_limit:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
+                return _read_events(events), (
+                    f"made no progress for {quiet_limit:g} s and was stopped "
+                    "(an infinite loop in compiled code, a deadlock, or memory corrupted by an out-of-bounds write?)"
+                )
+            time.sleep(0.05)
     found = _read_events(events)
     if found and found[-1].get("type") == "done":
         return found, ""
@@ -72,7 +84,10 @@ def _run_child(notebook: Path, units: list[Unit], timeout: float, workdir: Path)
         return found, found[-1]["message"]
     tail = _tail(log).splitlines()
     last = f"; it last printed: {tail[-1][:200]}" if tail else ""
-    return found, f"the Python process exited (code {code}) — does the code call exit(), os._exit() or crash the interpreter?{last}"
+    return (
+        found,
+        f"the Python process exited (code {code}) — does the code call exit(), os._exit() or crash the interpreter?{last}",
+    )
 
 
 def grade_in_subprocess(notebook: Path, units: list[Unit], *, timeout: float) -> dict[str, CheckResult | str]:
@@ -108,6 +123,8 @@ def _casualties(events: list[dict], pending: list[Unit], problem: str) -> tuple[
             unit_key, cell = event["key"], None
         elif event["type"] == "cell":
             cell = event["cell"]
+        elif event["type"] == "loaded":
+            cell = None
         elif event["type"] == "result" and event["result"]["key"] == unit_key:
             unit_key, cell = None, None
     where = f"while running {cell}: " if cell else ""
@@ -122,6 +139,7 @@ def _casualties(events: list[dict], pending: list[Unit], problem: str) -> tuple[
 def main(request_path: str, events_path: str) -> int:
     request = json.loads(Path(request_path).read_text())
     with open(events_path, "a", encoding="utf-8") as events:
+
         def emit(event: dict) -> None:
             events.write(json.dumps(event) + "\n")
             events.flush()

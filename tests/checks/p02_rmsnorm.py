@@ -24,6 +24,7 @@ def random_case(shape, dtype, scale=1.0):
 
 # ------------------------------------------------------------------------------------------ rms_norm
 
+
 @checks("rms_norm")
 def hand_checkable_row(ex):
     """x = [3, 4], weight = [2, 0.5], eps = 0: rms = sqrt(12.5)"""
@@ -31,8 +32,12 @@ def hand_checkable_row(ex):
     weight = torch.tensor([2.0, 0.5])
     rms = (12.5) ** 0.5
     expected = torch.tensor([[2 * 3 / rms, 0.5 * 4 / rms]], dtype=torch.float64)
-    expect_close(ex.rms_norm(x, weight, eps=0.0), expected, input="x=[[3, 4]], weight=[2, 0.5], eps=0",
-                 hint="divide by sqrt(mean(x**2) + eps) over the last dimension, then scale by weight")
+    expect_close(
+        ex.rms_norm(x, weight, eps=0.0),
+        expected,
+        input="x=[[3, 4]], weight=[2, 0.5], eps=0",
+        hint="divide by sqrt(mean(x**2) + eps) over the last dimension, then scale by weight",
+    )
 
 
 @checks("rms_norm")
@@ -43,11 +48,21 @@ def matches_torch_over_shapes_and_dtypes(ex):
             x, weight = random_case(shape, dtype)
             got = ex.rms_norm(x, weight, eps=1e-6)
             label = describe(x=x, weight=weight)
-            expect_tensor(got, shape=x.shape, dtype=dtype, input=label,
-                          hint="return x's dtype; compute in promote_types(x.dtype, float32), which keeps float64")
+            expect_tensor(
+                got,
+                shape=x.shape,
+                dtype=dtype,
+                input=label,
+                hint="return x's dtype; compute in promote_types(x.dtype, float32), which keeps float64",
+            )
             oracle = reference(x.double(), weight.double(), 1e-6)
-            expect_close(got, oracle, baseline=reference(x, weight, 1e-6), input=label,
-                         hint="normalise over the last dimension only; the statistic is mean(x**2), not the variance")
+            expect_close(
+                got,
+                oracle,
+                baseline=reference(x, weight, 1e-6),
+                input=label,
+                hint="normalise over the last dimension only; the statistic is mean(x**2), not the variance",
+            )
 
 
 @checks("rms_norm")
@@ -56,8 +71,12 @@ def eps_inside_the_square_root(ex):
     x = torch.randn(4, 16, dtype=torch.float64) * 1e-3
     weight = torch.ones(16, dtype=torch.float64)
     for eps in (1e-2, 1e-5):
-        expect_close(ex.rms_norm(x, weight, eps=eps), reference(x, weight, eps), input=describe(x=x, eps=eps),
-                     hint="rsqrt(mean(x**2) + eps), not 1 / (sqrt(mean(x**2)) + eps); and use the eps argument")
+        expect_close(
+            ex.rms_norm(x, weight, eps=eps),
+            reference(x, weight, eps),
+            input=describe(x=x, eps=eps),
+            hint="rsqrt(mean(x**2) + eps), not 1 / (sqrt(mean(x**2)) + eps); and use the eps argument",
+        )
 
 
 @checks("rms_norm")
@@ -66,11 +85,21 @@ def fp16_large_activations_do_not_overflow(ex):
     x, weight = random_case((8, 96), torch.float16, scale=1000.0)
     got = ex.rms_norm(x, weight, eps=1e-6)
     label = describe(x=x) + ", |x| up to ~4000"
-    expect(bool(torch.isfinite(got).all()) and bool(got.abs().amax() > 0), "output has inf, nan or collapsed to zero",
-           input=label, expected="finite, non-zero values", got=f"{got.flatten()[:4].tolist()} ...",
-           hint="compute mean(x**2) in float32: x.float() before squaring, cast back at the end")
-    expect_close(got, reference(x.double(), weight.double(), 1e-6), baseline=reference(x, weight, 1e-6), input=label,
-                 hint="compute in float32 and cast back to float16 only at the end")
+    expect(
+        bool(torch.isfinite(got).all()) and bool(got.abs().amax() > 0),
+        "output has inf, nan or collapsed to zero",
+        input=label,
+        expected="finite, non-zero values",
+        got=f"{got.flatten()[:4].tolist()} ...",
+        hint="compute mean(x**2) in float32: x.float() before squaring, cast back at the end",
+    )
+    expect_close(
+        got,
+        reference(x.double(), weight.double(), 1e-6),
+        baseline=reference(x, weight, 1e-6),
+        input=label,
+        hint="compute in float32 and cast back to float16 only at the end",
+    )
 
 
 @checks("rms_norm")
@@ -86,8 +115,14 @@ def differentiable_gradcheck(ex):
         ok, detail = False, (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     else:
         detail = "numerical and analytical gradients differ"
-    expect(ok, "gradients are wrong or do not flow", input=describe(x=x, weight=weight), expected="gradcheck passes",
-           got=detail, hint="no .detach(), .item() or in-place writes into the input; use torch ops end to end")
+    expect(
+        ok,
+        "gradients are wrong or do not flow",
+        input=describe(x=x, weight=weight),
+        expected="gradcheck passes",
+        got=detail,
+        hint="no .detach(), .item() or in-place writes into the input; use torch ops end to end",
+    )
 
 
 @checks("rms_norm")
@@ -96,24 +131,49 @@ def input_left_untouched(ex):
     x, weight = random_case((2, 9), torch.float32)
     before = x.clone()
     ex.rms_norm(x, weight, eps=1e-6)
-    expect(torch.equal(x, before), "the input tensor was modified", input=describe(x=x),
-           expected="x unchanged", got="x changed", hint="use out-of-place ops (x * r, not x.mul_(r))")
+    expect(
+        torch.equal(x, before),
+        "the input tensor was modified",
+        input=describe(x=x),
+        expected="x unchanged",
+        got="x changed",
+        hint="use out-of-place ops (x * r, not x.mul_(r))",
+    )
 
 
 # ------------------------------------------------------------------------------------------ RMSNorm module
+
 
 @checks("rmsnorm_module")
 def parameters_and_state_dict(ex):
     """weight is a learnable nn.Parameter of ones, and the state_dict is {'weight'} like Hugging Face's"""
     module = ex.RMSNorm(37, eps=1e-5)
     params = dict(module.named_parameters())
-    expect(list(params) == ["weight"], "the module's parameters are wrong", input="RMSNorm(37, eps=1e-5)",
-           expected="['weight']", got=str(list(params)), hint="self.weight = nn.Parameter(torch.ones(hidden_size))")
+    expect(
+        list(params) == ["weight"],
+        "the module's parameters are wrong",
+        input="RMSNorm(37, eps=1e-5)",
+        expected="['weight']",
+        got=str(list(params)),
+        hint="self.weight = nn.Parameter(torch.ones(hidden_size))",
+    )
     expect_tensor(params["weight"], shape=(37,), dtype=torch.float32, input="RMSNorm(37)", what="weight")
-    expect(bool((params["weight"] == 1).all()), "weight must start at ones (an identity scale)", input="RMSNorm(37)",
-           expected="all ones", got=str(params["weight"][:4].tolist()), hint="torch.ones, not zeros or randn")
-    expect(list(module.state_dict()) == ["weight"], "state_dict keys differ from LlamaRMSNorm's", input="RMSNorm(37)",
-           expected="['weight']", got=str(list(module.state_dict())), hint="keep eps a plain attribute, not a buffer")
+    expect(
+        bool((params["weight"] == 1).all()),
+        "weight must start at ones (an identity scale)",
+        input="RMSNorm(37)",
+        expected="all ones",
+        got=str(params["weight"][:4].tolist()),
+        hint="torch.ones, not zeros or randn",
+    )
+    expect(
+        list(module.state_dict()) == ["weight"],
+        "state_dict keys differ from LlamaRMSNorm's",
+        input="RMSNorm(37)",
+        expected="['weight']",
+        got=str(list(module.state_dict())),
+        hint="keep eps a plain attribute, not a buffer",
+    )
 
 
 @checks("rmsnorm_module")
@@ -121,8 +181,12 @@ def matches_hugging_face_llama_rmsnorm(ex):
     """loads LlamaRMSNorm's weights and matches its output in fp32 and bf16"""
     from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
-    cases = [(64, torch.float32, 1e-5, 3.0), (33, torch.bfloat16, 1e-5, 3.0), (96, torch.float16, 1e-5, 3.0),
-             (16, torch.float32, 1e-2, 1e-2)]  # the last one: tiny activations, where eps matters
+    cases = [
+        (64, torch.float32, 1e-5, 3.0),
+        (33, torch.bfloat16, 1e-5, 3.0),
+        (96, torch.float16, 1e-5, 3.0),
+        (16, torch.float32, 1e-2, 1e-2),
+    ]  # the last one: tiny activations, where eps matters
     for hidden, dtype, eps, scale in cases:
         hf = LlamaRMSNorm(hidden, eps=eps)
         with torch.no_grad():
@@ -133,11 +197,18 @@ def matches_hugging_face_llama_rmsnorm(ex):
         label = describe(x=x.to(dtype)) + f", LlamaRMSNorm({hidden}, eps={eps:g}) weights"
         with torch.no_grad():
             got = mine.to(dtype)(x.to(dtype))
-            oracle = reference(x.to(dtype).double(), hf.weight.to(dtype).double(), eps)  # LlamaRMSNorm itself stops at fp32
+            oracle = reference(
+                x.to(dtype).double(), hf.weight.to(dtype).double(), eps
+            )  # LlamaRMSNorm itself stops at fp32
             baseline = hf.to(dtype)(x.to(dtype))
         expect_tensor(got, shape=x.shape, dtype=dtype, input=label)
-        expect_close(got, oracle, baseline=baseline, input=label,
-                     hint="forward must call rms_norm(x, self.weight, self.eps) with the module's own eps and weight")
+        expect_close(
+            got,
+            oracle,
+            baseline=baseline,
+            input=label,
+            hint="forward must call rms_norm(x, self.weight, self.eps) with the module's own eps and weight",
+        )
 
 
 @checks("rmsnorm_module")
@@ -151,13 +222,25 @@ def weight_receives_gradient(ex):
     module(x).backward(grad_out)
     weight = module.weight.detach().clone().requires_grad_(True)
     reference(x, weight, 1e-6).backward(grad_out)
-    expect(module.weight.grad is not None, "the weight got no gradient", input=describe(x=x),
-           expected="module.weight.grad set", got="None", hint="the weight must be an nn.Parameter used in forward")
-    expect_close(module.weight.grad, weight.grad, input=describe(x=x), what="weight.grad",
-                 hint="forward must scale by self.weight (the learnable parameter), not a copy of it")
+    expect(
+        module.weight.grad is not None,
+        "the weight got no gradient",
+        input=describe(x=x),
+        expected="module.weight.grad set",
+        got="None",
+        hint="the weight must be an nn.Parameter used in forward",
+    )
+    expect_close(
+        module.weight.grad,
+        weight.grad,
+        input=describe(x=x),
+        what="weight.grad",
+        hint="forward must scale by self.weight (the learnable parameter), not a copy of it",
+    )
 
 
 # ------------------------------------------------------------------------------------------ backward by hand
+
 
 def autograd_reference(x, weight, grad_out, eps):
     x64 = x.detach().double().requires_grad_(True)
@@ -174,10 +257,20 @@ def one_feature_closed_form(ex):
     grad_out = torch.tensor([[1.0], [2.0], [0.5]])
     grad_x, grad_weight = ex.rms_norm_backward(x, weight, grad_out, eps=0.0)
     label = "x=[[2], [-0.5], [3]], weight=[3], grad_out=[[1], [2], [0.5]], eps=0"
-    expect_close(grad_x, torch.zeros(3, 1, dtype=torch.float64), input=label, what="grad_x",
-                 hint="grad_x = r * (u - x_hat * mean(u * x_hat)) with u = grad_out * weight; the second term matters")
-    expect_close(grad_weight, torch.tensor([1.0 - 2.0 + 0.5], dtype=torch.float64), input=label, what="grad_weight",
-                 hint="grad_weight = sum over every leading dimension of grad_out * x_hat")
+    expect_close(
+        grad_x,
+        torch.zeros(3, 1, dtype=torch.float64),
+        input=label,
+        what="grad_x",
+        hint="grad_x = r * (u - x_hat * mean(u * x_hat)) with u = grad_out * weight; the second term matters",
+    )
+    expect_close(
+        grad_weight,
+        torch.tensor([1.0 - 2.0 + 0.5], dtype=torch.float64),
+        input=label,
+        what="grad_weight",
+        hint="grad_weight = sum over every leading dimension of grad_out * x_hat",
+    )
 
 
 @checks("rms_norm_backward")
@@ -191,10 +284,21 @@ def matches_autograd_over_shapes(ex):
         label = describe(x=x, grad_out=grad_out)
         expect_tensor(grad_x, shape=x.shape, dtype=x.dtype, input=label, what="grad_x")
         expect_tensor(grad_weight, shape=weight.shape, dtype=weight.dtype, input=label, what="grad_weight")
-        expect_close(grad_x, want_x, input=label, what="grad_x", dtype=torch.float32,
-                     hint="u = grad_out * weight; grad_x = r * (u - x_hat * mean(u * x_hat, last dim))")
-        expect_close(grad_weight, want_w, input=label, what="grad_weight",
-                     hint="sum grad_out * x_hat over all leading dimensions (reshape to (-1, d) first)")
+        expect_close(
+            grad_x,
+            want_x,
+            input=label,
+            what="grad_x",
+            dtype=torch.float32,
+            hint="u = grad_out * weight; grad_x = r * (u - x_hat * mean(u * x_hat, last dim))",
+        )
+        expect_close(
+            grad_weight,
+            want_w,
+            input=label,
+            what="grad_weight",
+            hint="sum grad_out * x_hat over all leading dimensions (reshape to (-1, d) first)",
+        )
 
 
 @checks("rms_norm_backward")
@@ -207,7 +311,19 @@ def low_precision_inputs(ex):
         want_x, want_w = autograd_reference(x, weight, grad_out, 1e-6)
         label = describe(x=x, grad_out=grad_out) + ", |x| up to ~1000"
         expect_tensor(grad_x, shape=x.shape, dtype=dtype, input=label, what="grad_x")
-        expect_close(grad_x, want_x, input=label, what="grad_x", dtype=dtype,
-                     hint="upcast x, weight and grad_out to float32 before any arithmetic")
-        expect_close(grad_weight, want_w, input=label, what="grad_weight", dtype=dtype,
-                     hint="accumulate grad_weight in float32 and cast once at the end")
+        expect_close(
+            grad_x,
+            want_x,
+            input=label,
+            what="grad_x",
+            dtype=dtype,
+            hint="upcast x, weight and grad_out to float32 before any arithmetic",
+        )
+        expect_close(
+            grad_weight,
+            want_w,
+            input=label,
+            what="grad_weight",
+            dtype=dtype,
+            hint="accumulate grad_weight in float32 and cast once at the end",
+        )

@@ -3,30 +3,102 @@
 from llm_algo.mutants import Mutant
 
 MUTANTS = [
-    Mutant("rms_norm", "no_fp32_upcast", "squares in the input dtype: fp16 overflows once |x| > 256",
-           [("torch.promote_types(x.dtype, torch.float32)  # fp16/bf16", "x.dtype  # fp16/bf16")]),
-    Mutant("rms_norm", "layernorm_statistic", "uses the variance (subtracts the mean) instead of the mean of squares",
-           [("xc.pow(2).mean(dim=-1, keepdim=True)", "(xc - xc.mean(dim=-1, keepdim=True)).pow(2).mean(dim=-1, keepdim=True)")]),
-    Mutant("rms_norm", "eps_outside_sqrt", "adds eps after the square root",
-           [("torch.rsqrt(xc.pow(2).mean(dim=-1, keepdim=True) + eps)", "1 / (xc.pow(2).mean(dim=-1, keepdim=True).sqrt() + eps)")]),
-    Mutant("rms_norm", "mean_over_everything", "reduces over all elements instead of the last dimension",
-           [("xc.pow(2).mean(dim=-1, keepdim=True)", "xc.pow(2).mean()")]),
-    Mutant("rms_norm", "returns_float32", "forgets to cast back to the input dtype",
-           [("(xc * inv_rms * weight.to(compute_dtype)).to(x.dtype)", "(xc * inv_rms * weight.to(compute_dtype))")]),
-    Mutant("rms_norm", "downcasts_float64", "x.float() as the upcast, which turns float64 inputs into float32",
-           [("compute_dtype = torch.promote_types(x.dtype, torch.float32)  # fp16/bf16 -> fp32, fp64 stays", "compute_dtype = torch.float32")]),
-    Mutant("rmsnorm_module", "weight_not_a_parameter", "stores the gain as a plain tensor, so it is neither trained nor saved",
-           [("self.weight = nn.Parameter(torch.ones(hidden_size))", "self.weight = torch.ones(hidden_size)")]),
-    Mutant("rmsnorm_module", "ignores_eps", "forward uses the default eps instead of the layer's own",
-           [("return rms_norm(x, self.weight, self.eps)", "return rms_norm(x, self.weight)")]),
-    Mutant("rmsnorm_module", "zero_init", "initialises the gain at zeros",
-           [("nn.Parameter(torch.ones(hidden_size))", "nn.Parameter(torch.zeros(hidden_size))")]),
-    Mutant("rms_norm_backward", "no_projection_term", "drops the component along x_hat: grad_x = r * u",
-           [("grad_x = r * (u - x_hat * (u * x_hat).mean(dim=-1, keepdim=True))", "grad_x = r * u")]),
-    Mutant("rms_norm_backward", "weight_grad_over_first_dim_only", "sums grad_weight over dim 0 of the original shape",
-           [("grad_weight = (dy * x_hat).sum(dim=0)", "grad_weight = (dy * x_hat).reshape(grad_out.shape).sum(dim=0).reshape(-1)[:d]")]),
-    Mutant("rms_norm_backward", "weight_grad_mean", "averages grad_weight over rows instead of summing",
-           [("(dy * x_hat).sum(dim=0)", "(dy * x_hat).mean(dim=0)")]),
-    Mutant("rms_norm_backward", "no_upcast", "computes the gradients in the input dtype",
-           [("compute_dtype = torch.promote_types(x.dtype, torch.float32)\n", "compute_dtype = x.dtype\n")]),
+    Mutant(
+        "rms_norm",
+        "no_fp32_upcast",
+        "squares in the input dtype: fp16 overflows once |x| > 256",
+        [("torch.promote_types(x.dtype, torch.float32)  # fp16/bf16", "x.dtype  # fp16/bf16")],
+    ),
+    Mutant(
+        "rms_norm",
+        "layernorm_statistic",
+        "uses the variance (subtracts the mean) instead of the mean of squares",
+        [
+            (
+                "xc.pow(2).mean(dim=-1, keepdim=True)",
+                "(xc - xc.mean(dim=-1, keepdim=True)).pow(2).mean(dim=-1, keepdim=True)",
+            )
+        ],
+    ),
+    Mutant(
+        "rms_norm",
+        "eps_outside_sqrt",
+        "adds eps after the square root",
+        [
+            (
+                "torch.rsqrt(xc.pow(2).mean(dim=-1, keepdim=True) + eps)",
+                "1 / (xc.pow(2).mean(dim=-1, keepdim=True).sqrt() + eps)",
+            )
+        ],
+    ),
+    Mutant(
+        "rms_norm",
+        "mean_over_everything",
+        "reduces over all elements instead of the last dimension",
+        [("xc.pow(2).mean(dim=-1, keepdim=True)", "xc.pow(2).mean()")],
+    ),
+    Mutant(
+        "rms_norm",
+        "returns_float32",
+        "forgets to cast back to the input dtype",
+        [("(xc * inv_rms * weight.to(compute_dtype)).to(x.dtype)", "(xc * inv_rms * weight.to(compute_dtype))")],
+    ),
+    Mutant(
+        "rms_norm",
+        "downcasts_float64",
+        "x.float() as the upcast, which turns float64 inputs into float32",
+        [
+            (
+                "compute_dtype = torch.promote_types(x.dtype, torch.float32)  # fp16/bf16 -> fp32, fp64 stays",
+                "compute_dtype = torch.float32",
+            )
+        ],
+    ),
+    Mutant(
+        "rmsnorm_module",
+        "weight_not_a_parameter",
+        "stores the gain as a plain tensor, so it is neither trained nor saved",
+        [("self.weight = nn.Parameter(torch.ones(hidden_size))", "self.weight = torch.ones(hidden_size)")],
+    ),
+    Mutant(
+        "rmsnorm_module",
+        "ignores_eps",
+        "forward uses the default eps instead of the layer's own",
+        [("return rms_norm(x, self.weight, self.eps)", "return rms_norm(x, self.weight)")],
+    ),
+    Mutant(
+        "rmsnorm_module",
+        "zero_init",
+        "initialises the gain at zeros",
+        [("nn.Parameter(torch.ones(hidden_size))", "nn.Parameter(torch.zeros(hidden_size))")],
+    ),
+    Mutant(
+        "rms_norm_backward",
+        "no_projection_term",
+        "drops the component along x_hat: grad_x = r * u",
+        [("grad_x = r * (u - x_hat * (u * x_hat).mean(dim=-1, keepdim=True))", "grad_x = r * u")],
+    ),
+    Mutant(
+        "rms_norm_backward",
+        "weight_grad_over_first_dim_only",
+        "sums grad_weight over dim 0 of the original shape",
+        [
+            (
+                "grad_weight = (dy * x_hat).sum(dim=0)",
+                "grad_weight = (dy * x_hat).reshape(grad_out.shape).sum(dim=0).reshape(-1)[:d]",
+            )
+        ],
+    ),
+    Mutant(
+        "rms_norm_backward",
+        "weight_grad_mean",
+        "averages grad_weight over rows instead of summing",
+        [("(dy * x_hat).sum(dim=0)", "(dy * x_hat).mean(dim=0)")],
+    ),
+    Mutant(
+        "rms_norm_backward",
+        "no_upcast",
+        "computes the gradients in the input dtype",
+        [("compute_dtype = torch.promote_types(x.dtype, torch.float32)\n", "compute_dtype = x.dtype\n")],
+    ),
 ]

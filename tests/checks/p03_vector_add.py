@@ -1,0 +1,222 @@
+"""Checks for p03.vector_add. References: `torch.add` and a hand-checkable case; guard bytes after the
+output catch writes that a missing mask lets through. Small shapes under the interpreter, larger compiled.
+
+The guard checks are gates: they call the kernel on windows of larger buffers, so an unmasked kernel writes
+into memory the check owns. Until they pass, the other checks (which let the wrapper allocate exactly
+sized outputs, where an out-of-bounds write would corrupt the process) are not run."""
+
+import torch
+
+from llm_algo.bench import bandwidth_row, copy_row
+from llm_algo.checking import Checks, describe, expect, expect_close, expect_tensor
+from llm_algo.device import policy, triton_device, triton_dtypes
+
+checks = Checks("p03.vector_add", triton=True)
+
+
+def compiled() -> bool:
+    return policy().triton_path == "compiled"
+
+
+def expect_rejects(call, label, hint):
+    try:
+        call()
+    except NotImplementedError:
+        raise
+    except Exception:
+        return
+    expect(
+        False,
+        "mismatched inputs were accepted",
+        input=label,
+        expected="an exception (ValueError)",
+        got="no error",
+        hint=hint,
+    )
+
+
+# ----------------------------------------------------------------------------------------- vector_add
+
+
+@checks("vector_add")
+def hand_checkable_shorter_than_a_block(ex):
+    """five elements, one partly-filled block: [1..5] + [10, 20, 30, 40, 50]"""
+    x = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0], device=triton_device())
+    y = torch.tensor([10.0, 20.0, 30.0, 40.0, 50.0], device=triton_device())
+    expect_close(
+        ex.vector_add(x, y),
+        torch.tensor([11.0, 22.0, 33.0, 44.0, 55.0], dtype=torch.float64),
+        input="x=[1, 2, 3, 4, 5], y=[10, 20, 30, 40, 50]",
+        hint="mask the last block: offsets < n_elements",
+    )
+
+
+@checks("vector_add")
+def sizes_that_are_not_block_multiples(ex):
+    """n = 1, 127, 1000, 4097, ... in fp32 and fp16 (bf16 too when compiled), with block sizes 128 and 1024"""
+    sizes = [1, 127, 1000, 4097] + ([1_000_003, 2**22 + 17] if compiled() else [])
+    for dtype in triton_dtypes():
+        for n in sizes:
+            for block in (128, 1024):
+                x = torch.randn(n, device=triton_device()).to(dtype)
+                y = torch.randn(n, device=triton_device()).to(dtype)
+                got = ex.vector_add(x, y, block_size=block)
+                label = describe(x=x, y=y) + f", block_size={block}"
+                expect_tensor(got, shape=(n,), dtype=dtype, device=x.device.type, input=label)
+                expect_close(
+                    got,
+                    x.double() + y.double(),
+                    baseline=x + y,
+                    input=label,
+                    hint="launch triton.cdiv(n, BLOCK_SIZE) programs, not n // BLOCK_SIZE",
+                )
+
+
+@checks("vector_add", gate=True)
+def kernel_never_writes_past_the_end(ex):
+    """calls add_kernel directly; NaN guard elements after the output must survive"""
+    n, block = 1000, 256  # 4 programs cover 1024 elements: the last 24 are out of bounds
+    x = torch.randn(n + 24, device=triton_device())
+    y = torch.randn(n + 24, device=triton_device())
+    buffer = torch.full((n + 24,), float("nan"), device=triton_device())
+    ex.add_kernel[(4,)](x, y, buffer, n, BLOCK_SIZE=block)
+    expect_close(buffer[:n], x[:n].double() + y[:n].double(), input=f"n={n}, BLOCK_SIZE={block}, grid=(4,)")
+    expect(
+        bool(buffer[n:].isnan().all()),
+        "the kernel wrote past n_elements",
+        input=f"n={n}, BLOCK_SIZE={block}, grid=(4,)",
+        expected="the 24 guard elements after the output untouched (NaN)",
+        got=f"{int((~buffer[n:].isnan()).sum())} of them overwritten",
+        hint="pass mask=offsets < n_elements to tl.store",
+    )
+
+
+@checks("vector_add")
+def rejects_mismatched_inputs(ex):
+    """different lengths or dtypes raise an error instead of reading out of bounds"""
+    x = torch.randn(100, device=triton_device())
+    expect_rejects(
+        lambda: ex.vector_add(x, torch.randn(50, device=triton_device())),
+        "x (100,), y (50,)",
+        "check x.shape == y.shape before launching",
+    )
+    expect_rejects(
+        lambda: ex.vector_add(x, torch.randn(100, device=triton_device()).half()),
+        "x float32, y float16",
+        "check x.dtype == y.dtype before launching",
+    )
+
+
+# ----------------------------------------------------------------------------------------- matrix_add
+
+
+def layouts(M, N, dtype):
+    """(name, x, y) pairs: contiguous, transposed, sliced with a step, mixed."""
+    base = lambda *shape: torch.randn(*shape, device=triton_device()).to(dtype)
+    yield "contiguous", base(M, N), base(M, N)
+    yield "y transposed (y = t.T)", base(M, N), base(N, M).T
+    yield "x sliced x[:, ::2]", base(M, 2 * N)[:, ::2], base(M, N)
+    yield "both transposed", base(N, M).T, base(N, M).T
+
+
+@checks("matrix_add")
+def hand_checkable_two_by_three(ex):
+    """a 2x3 example, smaller than one tile"""
+    x = torch.arange(6.0, device=triton_device()).reshape(2, 3)
+    y = torch.full((2, 3), 0.5, device=triton_device())
+    expect_close(
+        ex.matrix_add(x, y),
+        torch.arange(6.0, dtype=torch.float64).reshape(2, 3) + 0.5,
+        input="x=[[0,1,2],[3,4,5]], y=0.5",
+        hint="mask both edges: rows < M and cols < N",
+    )
+
+
+@checks("matrix_add")
+def any_layout_and_odd_shapes(ex):
+    """37x129, 1x1, 5x64 (and 1000x3001 compiled) in contiguous, transposed and sliced layouts"""
+    shapes = [(37, 129), (1, 1), (5, 64)] + ([(1000, 3001)] if compiled() else [])
+    for dtype in triton_dtypes():
+        for M, N in shapes:
+            for name, x, y in layouts(M, N, dtype):
+                got = ex.matrix_add(x, y)
+                label = f"{describe(x=x, y=y)}, {name}, strides x{x.stride()} y{y.stride()}"
+                expect_tensor(got, shape=(M, N), dtype=dtype, input=label)
+                expect(
+                    got.is_contiguous(),
+                    "the output is not contiguous",
+                    input=label,
+                    expected="contiguous",
+                    got=str(got.stride()),
+                    hint="allocate the output with torch.empty((M, N))",
+                )
+                expect_close(
+                    got,
+                    x.double() + y.double(),
+                    baseline=x + y,
+                    input=label,
+                    hint="address x with x.stride(0), x.stride(1) (and y, out with theirs); never assume (N, 1)",
+                )
+
+
+@checks("matrix_add", gate=True)
+def kernel_respects_both_edges(ex):
+    """calls add_2d_kernel on a 20x30 view of a NaN-guarded buffer with 16x16 tiles"""
+    M, N, block = 20, 30, 16  # 2x2 tiles cover 32x32; every operand is a window of a bigger buffer
+    x = torch.randn(32, 40, device=triton_device())[:M, :N]
+    y = torch.randn(32, 40, device=triton_device())[:M, :N]
+    buffer = torch.full((32, 40), float("nan"), device=triton_device())  # out is a (20, 30) window, row stride 40
+    out = buffer[:M, :N]
+    ex.add_2d_kernel[(2, 2)](
+        x,
+        y,
+        out,
+        M,
+        N,
+        x.stride(0),
+        x.stride(1),
+        y.stride(0),
+        y.stride(1),
+        out.stride(0),
+        out.stride(1),
+        BLOCK_M=block,
+        BLOCK_N=block,
+    )
+    label = "M=20, N=30, 16x16 tiles, out = buffer[:20, :30] with strides (40, 1)"
+    expect_close(out, x.double() + y.double(), input=label, hint="use stride_om and stride_on for the output")
+    outside = torch.ones_like(buffer, dtype=torch.bool)
+    outside[:M, :N] = False
+    expect(
+        bool(buffer[outside].isnan().all()),
+        "the kernel wrote outside the M x N output",
+        input=label,
+        expected="guard elements untouched (NaN)",
+        got=f"{int((~buffer[outside].isnan()).sum())} overwritten",
+        hint="mask = (rows[:, None] < M) & (cols[None, :] < N), on the store too",
+    )
+
+
+@checks("matrix_add")
+def rejects_mismatched_shapes(ex):
+    """a shape mismatch raises instead of reading out of bounds"""
+    x = torch.randn(8, 8, device=triton_device())
+    expect_rejects(
+        lambda: ex.matrix_add(x, torch.randn(8, 4, device=triton_device())),
+        "x (8, 8), y (8, 4)",
+        "check x.shape == y.shape before launching",
+    )
+
+
+def benchmark(ex):
+    """Reference vs torch.add vs a device-to-device copy, fp32 and bf16, at sizes that fill the GPU."""
+    rows = []
+    n = 2**28
+    for dtype in (torch.float32, torch.bfloat16):
+        x = torch.randn(n, device="cuda", dtype=dtype)
+        y = torch.randn(n, device="cuda", dtype=dtype)
+        moved = 3 * n * x.element_size()
+        shape = f"n=2^28 {str(dtype).removeprefix('torch.')}"
+        rows.append(bandwidth_row("vector_add", shape, lambda x=x, y=y: ex.vector_add(x, y), moved))
+        rows.append(bandwidth_row("torch.add", shape, lambda x=x, y=y: x + y, moved))
+    rows.append(copy_row(2**30))
+    return rows

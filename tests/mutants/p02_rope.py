@@ -1,0 +1,107 @@
+"""Realistic wrong versions of the p02.rope solutions; every one must be rejected by a check."""
+
+from llm_algo.mutants import Mutant
+
+MUTANTS = [
+    # rope_cache
+    Mutant(
+        "rope_cache",
+        "angles_in_low_dtype",
+        "computes positions, theta and m * theta in the table's bf16/fp16 dtype",
+        [("compute_dtype = torch.promote_types(dtype, torch.float32)", "compute_dtype = dtype")],
+    ),
+    Mutant(
+        "rope_cache",
+        "exponent_without_step_two",
+        "theta_i = base ** (-i / D) from arange(D // 2) / D: right shape, wrong frequencies",
+        [
+            (
+                "torch.arange(0, head_dim, 2, dtype=compute_dtype) / head_dim",
+                "torch.arange(head_dim // 2, dtype=compute_dtype) / head_dim",
+            )
+        ],
+    ),
+    Mutant(
+        "rope_cache",
+        "interleaved_layout",
+        "repeats each angle twice in a row (the GPT-J layout) instead of [angles, angles]",
+        [("torch.cat((angles, angles), dim=-1)", "angles.repeat_interleave(2, dim=-1)")],
+    ),
+    Mutant(
+        "rope_cache",
+        "downcasts_float64",
+        "always computes in float32, so a float64 table has float32 angles",
+        [("compute_dtype = torch.promote_types(dtype, torch.float32)", "compute_dtype = torch.float32")],
+    ),
+    # apply_rope_rotate_half
+    Mutant(
+        "apply_rope_rotate_half",
+        "rotate_half_missing_minus",
+        "rotate_half returns cat(x2, x1): no longer a rotation",
+        [("torch.cat((-x2, x1), dim=-1)", "torch.cat((x2, x1), dim=-1)")],
+    ),
+    Mutant(
+        "apply_rope_rotate_half",
+        "cos_sin_swapped",
+        "multiplies x by sin and rotate_half(x) by cos",
+        [("xc * cos_t + rotated * sin_t", "xc * sin_t + rotated * cos_t")],
+    ),
+    Mutant(
+        "apply_rope_rotate_half",
+        "ignores_position_ids",
+        "assumes positions 0 .. T-1 (breaks KV-cache decoding and left padding)",
+        [
+            ("cos[position_ids].unsqueeze(1)", "cos[:T][None].unsqueeze(1)"),
+            ("sin[position_ids].unsqueeze(1)", "sin[:T][None].unsqueeze(1)"),
+        ],
+    ),
+    Mutant(
+        "apply_rope_rotate_half",
+        "rotate_every_two_pairing",
+        "GPT-J's interleaved rotate_every_two used with rotate-half tables",
+        [
+            ("x1, x2 = xc[..., : D // 2], xc[..., D // 2 :]", "x1, x2 = xc[..., 0::2], xc[..., 1::2]"),
+            ("torch.cat((-x2, x1), dim=-1)", "torch.stack((-x2, x1), dim=-1).flatten(-2)"),
+        ],
+    ),
+    Mutant(
+        "apply_rope_rotate_half",
+        "returns_float32",
+        "forgets to cast the float32 result back to x's dtype",
+        [("(xc * cos_t + rotated * sin_t).to(x.dtype)", "(xc * cos_t + rotated * sin_t)")],
+    ),
+    # apply_rope_interleaved
+    Mutant(
+        "apply_rope_interleaved",
+        "halves_pairing",
+        "pairs (i, i + D/2) as in rotate-half where Meta's (2i, 2i + 1) is required",
+        [
+            ("x_even, x_odd = xc[..., 0::2], xc[..., 1::2]", "x_even, x_odd = xc[..., :half], xc[..., half:]"),
+            ("torch.stack((out_even, out_odd), dim=-1).flatten(-2)", "torch.cat((out_even, out_odd), dim=-1)"),
+        ],
+    ),
+    Mutant(
+        "apply_rope_interleaved",
+        "strided_table_columns",
+        "takes every other table column, as if the table were interleaved",
+        [
+            ("cos[position_ids][..., :half]", "cos[position_ids][..., ::2]"),
+            ("sin[position_ids][..., :half]", "sin[position_ids][..., ::2]"),
+        ],
+    ),
+    Mutant(
+        "apply_rope_interleaved",
+        "not_interleaved_back",
+        "returns [rotated evens, rotated odds] instead of interleaving them back",
+        [("torch.stack((out_even, out_odd), dim=-1).flatten(-2)", "torch.cat((out_even, out_odd), dim=-1)")],
+    ),
+    Mutant(
+        "apply_rope_interleaved",
+        "rotates_backwards",
+        "multiplies by e^{-i m theta} (the conjugate rotation)",
+        [
+            ("x_even * cos_t - x_odd * sin_t", "x_even * cos_t + x_odd * sin_t"),
+            ("x_even * sin_t + x_odd * cos_t", "-x_even * sin_t + x_odd * cos_t"),
+        ],
+    ),
+]

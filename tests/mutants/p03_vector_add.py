@@ -1,0 +1,58 @@
+"""Realistic wrong versions of the p03.vector_add solutions; every one must be rejected by a check."""
+
+from llm_algo.mutants import Mutant
+
+MUTANTS = [
+    Mutant(
+        "vector_add",
+        "no_store_mask",
+        "stores the whole last block, past the end of the output",
+        [("tl.store(out_ptr + offsets, x + y, mask=mask)", "tl.store(out_ptr + offsets, x + y)")],
+    ),
+    Mutant(
+        "vector_add",
+        "floor_grid",
+        "launches n // BLOCK_SIZE programs, so the tail is never computed",
+        [
+            (
+                'grid = lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)',
+                'grid = lambda meta: (max(1, n // meta["BLOCK_SIZE"]),)',
+            )
+        ],
+    ),
+    Mutant(
+        "vector_add",
+        "offsets_without_program_id",
+        "every program works on the first block",
+        [("offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)", "offsets = tl.arange(0, BLOCK_SIZE)")],
+    ),
+    Mutant(
+        "vector_add",
+        "no_shape_check",
+        "launches on mismatched inputs",
+        [("if x.shape != y.shape or x.dtype != y.dtype or x.device != y.device:", "if x.device != y.device:")],
+    ),
+    Mutant(
+        "matrix_add",
+        "swapped_strides",
+        "passes the strides of x in the wrong order",
+        [("x.stride(0), x.stride(1), y.stride(0)", "x.stride(1), x.stride(0), y.stride(0)")],
+    ),
+    Mutant(
+        "matrix_add",
+        "assumes_contiguous",
+        "addresses y as if it were row-major contiguous",
+        [("y.stride(0), y.stride(1), out.stride(0)", "N, 1, out.stride(0)")],
+    ),
+    Mutant(
+        "matrix_add",
+        "rows_mask_only",
+        "masks the rows but not the columns of a tile",
+        [
+            (
+                "mask = (rows[:, None] < M) & (cols[None, :] < N)",
+                "mask = (rows[:, None] < M) & (cols[None, :] < BLOCK_N)",
+            )
+        ],
+    ),
+]
