@@ -46,14 +46,17 @@ def exercise_status(outcomes: list[str]) -> str:
     return "not attempted"
 
 
-def part_summary(results: dict, root: Path | None = None) -> dict[str, dict[str, int]]:
-    """`{part: {"lessons": n, "exercises": n, "passed": n, "failed": n, "not attempted": n}}`."""
+def part_summary(results: dict, root: Path | None = None, only: set[str] | None = None) -> dict[str, dict[str, int]]:
+    """`{part: {"lessons": n, "exercises": n, "passed": n, "failed": n, "not attempted": n}}` over every lesson,
+    or over the lesson ids in `only`."""
     table: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(("lessons", "exercises", *STATUSES), 0))
     for path in lesson_notebooks(root):
         try:
             lesson = read_lesson(path)
         except NotebookError:
             continue  # pytest and lint report broken notebooks; the table counts what it can read
+        if only is not None and lesson.id not in only:
+            continue
         row = table[lesson.part]
         row["lessons"] += 1
         graded = results.get(lesson.id, {})

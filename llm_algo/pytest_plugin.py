@@ -189,8 +189,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
             if mode == "solution"
             else "Mutants rejected (passed = every mutant caught), this run"
         )
-        summary = part_summary(outcomes)
-        summary = {part: row for part, row in summary.items() if row["passed"] + row["failed"]}
+        summary = part_summary(outcomes, only=set(outcomes))
     terminalreporter.write_line("")
     for line in render_table(summary, title).splitlines():
         terminalreporter.write_line(line)
