@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib.util
 import random
+import re
 import sys
 import time
 import traceback
@@ -261,7 +262,8 @@ def notebook_location(exc: BaseException) -> str:
     if not frames:
         return ""
     frame = frames[-1]
-    return f"{frame.filename[len(NOTEBOOK_FRAME_PREFIX) : -1]}, line {frame.lineno}"
+    where = re.sub(r"\((\w+) (\w+)\)$", r'(\1 "\2")', frame.filename[len(NOTEBOOK_FRAME_PREFIX) : -1])
+    return f"{where}, line {frame.lineno}"
 
 
 def _caused_by_not_implemented(exc: BaseException | None) -> bool:

@@ -12,7 +12,7 @@ import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from .checking import CheckResult, Checks, CheckSpec, load_checks, run_check
+from .checking import CheckResult, Checks, CheckSpec, execution_path, load_checks, run_check
 from .loader import MODE_ENV, LoadedLesson, load_namespace
 from .mutants import Mutant, StaleMutant, load_mutants
 from .notebook import Lesson, Mode, NotebookError, read_lesson
@@ -56,6 +56,18 @@ def result_for_broken_exercise(spec: CheckSpec, loaded: LoadedLesson, path: str)
     return None
 
 
+def lost_exercise_cells(lesson: Lesson, registry: Checks) -> dict[str, str]:
+    """Exercises that have checks but no exercise cell (its tag or metadata was lost), with the notebook's
+    own message; without this, every check would blame a renamed function."""
+    lost = {}
+    for exercise in registry.exercises():
+        try:
+            lesson.exercise_cell(exercise)
+        except NotebookError as exc:
+            lost[exercise] = str(exc)
+    return lost
+
+
 def check_exercise(
     specs: list[CheckSpec],
     loaded: LoadedLesson,
@@ -70,18 +82,20 @@ def check_exercise(
     """Run checks in order, each exercise's *gate* checks first (memory safety: a kernel that writes out of
     bounds corrupts the process, so once a gate fails the exercise's other checks are not run)."""
     ordered = sorted(specs, key=lambda spec: not spec.gate)
+    path = execution_path(registry.triton)
     gated: dict[str, str] = {}  # exercise -> the gate check that failed
     results = []
     for spec in ordered:
         if on_start:
             on_start(spec)
-        result = result_for_broken_exercise(spec, loaded, "")
+        result = result_for_broken_exercise(spec, loaded, path)
         if result is None and spec.exercise in gated:
             result = CheckResult(
                 spec.key,
                 "failed",
                 spec.description,
                 f"not run: the safety check {gated[spec.exercise]!r} failed first; fix that one before the others",
+                path=path,
             )
         if result is None:
             limit = time_limit(timeout, f"check {spec.name!r}") if timeout else contextlib.nullcontext()
@@ -129,6 +143,7 @@ def grade(notebook: str, units: list[Unit], *, timeout: float, emit: Callable[[d
         os.environ[MODE_ENV] = mode  # so that `use(...)` in a setup cell takes references in solution mode
         with time_limit(timeout, "running the notebook's cells"):
             loaded = load_namespace(lesson, mode, mutant=mutant, before_cell=before_cell)
+        loaded.broken.update(lost_exercise_cells(lesson, registry))
         emit({"type": "loaded"})
         return loaded
 

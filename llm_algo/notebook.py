@@ -38,9 +38,13 @@ class Cell:
     def number(self) -> int:
         return self.index + 1
 
-    def label(self) -> str:
+    def label(self, quoted: bool = True) -> str:
+        """`cell 7 (exercise "rope")`; unquoted for file names, because a `"` in the file name that Triton writes
+        into its PTX debug info makes ptxas fail."""
         name = self.exercise or self.solution
-        return f"cell {self.number}" + (f' ({self.tag} "{name}")' if name else f" ({self.tag})" if self.tag else "")
+        if name:
+            return f"cell {self.number} ({self.tag} " + (f'"{name}")' if quoted else f"{name})")
+        return f"cell {self.number}" + (f" ({self.tag})" if self.tag else "")
 
 
 @dataclass(frozen=True)
@@ -140,5 +144,5 @@ def read_lesson(path: Path | str) -> Lesson:
 
 
 def cell_filename(lesson: Lesson, cell: Cell) -> str:
-    """The pseudo file name that tracebacks show for a notebook cell."""
-    return f"<notebook {lesson.name}, {cell.label()}>"
+    """The pseudo file name that tracebacks show for a notebook cell (no quotes: see Cell.label)."""
+    return f"<notebook {lesson.name}, {cell.label(quoted=False)}>"
