@@ -202,6 +202,14 @@ def build() -> LessonBuilder:
 
             bandwidth.run(print_data=True, show_plots=True)
     """)
+    lesson.md(r"""
+        **Reading the numbers** (one run of the reference solution on an NVIDIA H200; your GPU will differ). At
+        $2^{28}$ fp32 elements (3 GiB moved per call) both `vector_add` and `torch.add` reached 4345 GB/s, and a
+        device-to-device copy of 1 GiB timed in the same run 4214 GB/s: at this size there is nothing left to gain.
+        At 4096 elements both managed about 10 GB/s — the few microseconds of a launch dominate — and they cross
+        1 TB/s only around a million elements. Small elementwise ops in a real model are launch-bound, which is the
+        argument for fusing them into their neighbours (and for CUDA graphs, `p04.cuda_graphs`).
+    """)
     lesson.stop()
     lesson.md(r"""
         ## 5. Reading the solutions

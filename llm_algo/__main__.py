@@ -94,8 +94,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_build(args: argparse.Namespace) -> int:
     from .authoring import build_all
+    from .part_index import write_part_readmes
 
-    for path in build_all(args.lessons):
+    for path in build_all(args.lessons) + write_part_readmes():
         print(f"wrote {path}")
     return 0
 
@@ -121,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("lesson", help="lesson id, e.g. p03.softmax")
     bench.add_argument("--mine", action="store_true", help="time the kernel in your notebook instead of the reference")
     bench.set_defaults(func=cmd_bench)
-    build = commands.add_parser("build", help="(maintainers) write lesson notebooks from authoring/*.py")
+    build = commands.add_parser("build", help="(maintainers) write lesson notebooks from authoring/*.py and each part's README index")
     build.add_argument("lessons", nargs="*", help="lesson ids (default: all)")
     build.set_defaults(func=cmd_build)
     args = parser.parse_args(argv)
