@@ -1,38 +1,22 @@
 """Checks for p03.vector_add. References: `torch.add` and a hand-checkable case; guard bytes after the
 output catch writes that a missing mask lets through. Small shapes under the interpreter, larger compiled.
 
-The guard checks are gates: they call the kernel on windows of larger buffers, so an unmasked kernel writes
-into memory the check owns. Until they pass, the other checks (which let the wrapper allocate exactly
-sized outputs, where an out-of-bounds write would corrupt the process) are not run."""
+The guard checks are gates (see llm_algo.kernel_checks): they call the kernel on windows of larger buffers, so
+an unmasked kernel writes into memory the check owns. Until they pass, the other checks (which let the wrapper
+allocate exactly sized outputs, where an out-of-bounds write would corrupt the process) are not run."""
 
 import torch
 
 from llm_algo.bench import bandwidth_row, copy_row
 from llm_algo.checking import Checks, describe, expect, expect_close, expect_tensor
 from llm_algo.device import policy, triton_device, triton_dtypes
+from llm_algo.kernel_checks import expect_guard_untouched, expect_refused, guarded, random_window
 
 checks = Checks("p03.vector_add", triton=True)
 
 
 def compiled() -> bool:
     return policy().triton_path == "compiled"
-
-
-def expect_rejects(call, label, hint):
-    try:
-        call()
-    except NotImplementedError:
-        raise
-    except Exception:
-        return
-    expect(
-        False,
-        "mismatched inputs were accepted",
-        input=label,
-        expected="an exception (ValueError)",
-        got="no error",
-        hint=hint,
-    )
 
 
 # ----------------------------------------------------------------------------------------- vector_add
@@ -74,20 +58,16 @@ def sizes_that_are_not_block_multiples(ex):
 
 @checks("vector_add", gate=True)
 def kernel_never_writes_past_the_end(ex):
-    """calls add_kernel directly; NaN guard elements after the output must survive"""
+    """calls add_kernel directly on windows of larger buffers; the guard elements after the output must survive"""
     n, block = 1000, 256  # 4 programs cover 1024 elements: the last 24 are out of bounds
-    x = torch.randn(n + 24, device=triton_device())
-    y = torch.randn(n + 24, device=triton_device())
-    buffer = torch.full((n + 24,), float("nan"), device=triton_device())
-    ex.add_kernel[(4,)](x, y, buffer, n, BLOCK_SIZE=block)
-    expect_close(buffer[:n], x[:n].double() + y[:n].double(), input=f"n={n}, BLOCK_SIZE={block}, grid=(4,)")
-    expect(
-        bool(buffer[n:].isnan().all()),
-        "the kernel wrote past n_elements",
-        input=f"n={n}, BLOCK_SIZE={block}, grid=(4,)",
-        expected="the 24 guard elements after the output untouched (NaN)",
-        got=f"{int((~buffer[n:].isnan()).sum())} of them overwritten",
-        hint="pass mask=offsets < n_elements to tl.store",
+    x = random_window((n,), (24,), device=triton_device())
+    y = random_window((n,), (24,), device=triton_device())
+    buffer, out = guarded((n,), (24,), device=triton_device())
+    ex.add_kernel[(4,)](x, y, out, n, BLOCK_SIZE=block)
+    label = f"n={n}, BLOCK_SIZE={block}, grid=(4,), 24 guard elements after each operand"
+    expect_guard_untouched(buffer, (n,), input=label, hint="pass mask=offsets < n_elements to tl.store")
+    expect_close(
+        out, x.double() + y.double(), input=label, hint="offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)"
     )
 
 
@@ -95,15 +75,15 @@ def kernel_never_writes_past_the_end(ex):
 def rejects_mismatched_inputs(ex):
     """different lengths or dtypes raise an error instead of reading out of bounds"""
     x = torch.randn(100, device=triton_device())
-    expect_rejects(
+    expect_refused(
         lambda: ex.vector_add(x, torch.randn(50, device=triton_device())),
-        "x (100,), y (50,)",
-        "check x.shape == y.shape before launching",
+        input="x (100,), y (50,)",
+        hint="check x.shape == y.shape before launching",
     )
-    expect_rejects(
+    expect_refused(
         lambda: ex.vector_add(x, torch.randn(100, device=triton_device()).half()),
-        "x float32, y float16",
-        "check x.dtype == y.dtype before launching",
+        input="x float32, y float16",
+        hint="check x.dtype == y.dtype before launching",
     )
 
 
@@ -163,10 +143,9 @@ def any_layout_and_odd_shapes(ex):
 def kernel_respects_both_edges(ex):
     """calls add_2d_kernel on a 20x30 view of a NaN-guarded buffer with 16x16 tiles"""
     M, N, block = 20, 30, 16  # 2x2 tiles cover 32x32; every operand is a window of a bigger buffer
-    x = torch.randn(32, 40, device=triton_device())[:M, :N]
-    y = torch.randn(32, 40, device=triton_device())[:M, :N]
-    buffer = torch.full((32, 40), float("nan"), device=triton_device())  # out is a (20, 30) window, row stride 40
-    out = buffer[:M, :N]
+    x = random_window((M, N), (12, 10), device=triton_device())
+    y = random_window((M, N), (12, 10), device=triton_device())
+    buffer, out = guarded((M, N), (12, 10), device=triton_device())  # out: a (20, 30) window with strides (40, 1)
     ex.add_2d_kernel[(2, 2)](
         x,
         y,
@@ -182,17 +161,12 @@ def kernel_respects_both_edges(ex):
         BLOCK_M=block,
         BLOCK_N=block,
     )
-    label = "M=20, N=30, 16x16 tiles, out = buffer[:20, :30] with strides (40, 1)"
-    expect_close(out, x.double() + y.double(), input=label, hint="use stride_om and stride_on for the output")
-    outside = torch.ones_like(buffer, dtype=torch.bool)
-    outside[:M, :N] = False
-    expect(
-        bool(buffer[outside].isnan().all()),
-        "the kernel wrote outside the M x N output",
-        input=label,
-        expected="guard elements untouched (NaN)",
-        got=f"{int((~buffer[outside].isnan()).sum())} overwritten",
-        hint="mask = (rows[:, None] < M) & (cols[None, :] < N), on the store too",
+    label = "M=20, N=30, 16x16 tiles, every operand a (20, 30) window with strides (40, 1)"
+    expect_guard_untouched(
+        buffer, (M, N), input=label, hint="mask = (rows[:, None] < M) & (cols[None, :] < N), on the store too"
+    )
+    expect_close(
+        out, x.double() + y.double(), input=label, hint="use each operand's own strides, the output's included"
     )
 
 
@@ -200,10 +174,10 @@ def kernel_respects_both_edges(ex):
 def rejects_mismatched_shapes(ex):
     """a shape mismatch raises instead of reading out of bounds"""
     x = torch.randn(8, 8, device=triton_device())
-    expect_rejects(
+    expect_refused(
         lambda: ex.matrix_add(x, torch.randn(8, 4, device=triton_device())),
-        "x (8, 8), y (8, 4)",
-        "check x.shape == y.shape before launching",
+        input="x (8, 8), y (8, 4)",
+        hint="check x.shape == y.shape before launching",
     )
 
 
