@@ -1,6 +1,6 @@
 """Checks for p03.softmax. References: `torch.softmax` and `torch.logsumexp` in float64, closed forms
 (softmax of [0, ln 2, ln 3] is [1, 2, 3] / 6), and guard elements around the output that catch writes a
-missing mask lets through. The guard checks are gates (see p03_vector_add)."""
+missing mask lets through. The guard checks are gates (see llm_algo.kernel_checks)."""
 
 import math
 
