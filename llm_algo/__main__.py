@@ -122,7 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("lesson", help="lesson id, e.g. p03.softmax")
     bench.add_argument("--mine", action="store_true", help="time the kernel in your notebook instead of the reference")
     bench.set_defaults(func=cmd_bench)
-    build = commands.add_parser("build", help="(maintainers) write lesson notebooks from authoring/*.py and each part's README index")
+    build = commands.add_parser(
+        "build", help="(maintainers) write lesson notebooks from authoring/*.py and each part's README index"
+    )
     build.add_argument("lessons", nargs="*", help="lesson ids (default: all)")
     build.set_defaults(func=cmd_build)
     args = parser.parse_args(argv)

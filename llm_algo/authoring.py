@@ -47,10 +47,14 @@ def skeleton(solution: str) -> str:
     for line in solution.splitlines():
         stripped = line.strip()
         if stripped == BEGIN:
+            if inside:
+                raise ValueError(f"{BEGIN} inside another {BEGIN} ... {END} region")
             indent = line[: len(line) - len(line.lstrip())]
             out.append(f"{indent}raise NotImplementedError  # your code here")
             inside = True
         elif stripped == END:
+            if not inside:
+                raise ValueError(f"{END} without {BEGIN}")
             inside = False
         elif not inside:
             out.append(line)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import json
 import re
 from collections import Counter
 from pathlib import Path
@@ -40,6 +41,12 @@ def public_signatures(source: str) -> dict[str, str]:
                 if isinstance(target, ast.Name):
                     names[target.id] = "variable"
     return {name: sig for name, sig in names.items() if not name.startswith("_")}
+
+
+def _cell_ids_in_file(path: Path) -> list:
+    """Cell ids as the file holds them: nbformat's reader silently renames duplicates."""
+    cells = json.loads(path.read_text(encoding="utf-8")).get("cells", [])
+    return [cell.get("id") for cell in cells if isinstance(cell, dict)]
 
 
 def _args(args: ast.arguments) -> str:
@@ -130,10 +137,11 @@ class Linter:
 
     def lint_cells(self, lesson: Lesson) -> None:
         name = lesson.name
-        ids = Counter(c.raw.get("id") for c in lesson.cells)
-        for cell_id, count in ids.items():
-            if count > 1:
-                self.error(name, f"cell id {cell_id!r} is used by {count} cells")
+        ids = _cell_ids_in_file(lesson.path)
+        for cell_id, count in Counter(ids).items():
+            if cell_id is not None and count > 1:
+                numbers = ", ".join(str(number) for number, found in enumerate(ids, 1) if found == cell_id)
+                self.error(name, f"cells {numbers} share the cell id {cell_id!r}; every cell needs its own id")
         first = lesson.cells[0] if lesson.cells else None
         if not (
             first

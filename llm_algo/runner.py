@@ -82,12 +82,20 @@ def run_notebook(
     def timeout_for(_cell) -> int:  # the whole-notebook deadline shortens the last cells' timeouts
         return max(1, int(min(cell_timeout, deadline - (time.monotonic() - start))))
 
+    source_cells = {cell.raw.get("id"): cell for cell in lesson.cells}  # executed cells keep their ids
+    failed: list[str] = []
+
+    def on_cell_error(cell, cell_index: int, execute_reply) -> None:
+        source = source_cells.get(cell.get("id"))
+        failed.append(source.label() if source else f"cell {cell_index + 1}")
+
     client = NotebookClient(
         nb,
         kernel_name="python3",
         timeout_func=timeout_for,
         allow_errors=False,
         resources={"metadata": {"path": str(lesson.path.parent.resolve())}},
+        on_cell_error=on_cell_error,
     )
     report = RunReport(notebook=lesson.name, executed_copy=out, seconds=0.0)
     previous = os.environ.get(MODE_ENV)
@@ -98,9 +106,8 @@ def run_notebook(
         report.error = f"a cell ran past its timeout ({cell_timeout:g} s per cell, {deadline:g} s per notebook)"
     except DeadKernelError:
         report.error = "the kernel died (did a cell call exit() or crash the interpreter?)"
-    except CellExecutionError as exc:
-        first = str(exc).strip().splitlines()
-        report.error = f"a cell raised: {first[-1] if first else exc}"
+    except CellExecutionError as exc:  # ename and evalue: str(exc) carries the kernel's ANSI colour codes
+        report.error = f"{failed[-1] if failed else 'a cell'} raised {exc.ename}: {exc.evalue}"
     finally:
         if previous is None:
             os.environ.pop(MODE_ENV, None)

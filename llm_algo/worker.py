@@ -2,9 +2,9 @@
 prints megabytes costs only its own lesson.
 
 The parent (`grade_in_subprocess`) writes a request file and reads events back from a JSON-lines
-file; the child's stdout and stderr (the learner's prints) go to a capped log. When the child dies
-or runs past its deadline, the unit in flight gets a one-line error naming the cell or check, and a
-new child grades what is left.
+file; the child's stdout and stderr (the learner's prints) go to a log, capped at MAX_PRINTED_CHARS.
+When the child dies or runs past its deadline, the unit in flight gets a one-line error naming the
+cell or check, and a new child grades what is left.
 """
 
 from __future__ import annotations
@@ -27,6 +27,29 @@ from .notebook import NotebookError
 STARTUP_SECONDS = 60  # importing torch on a slow, busy machine
 QUIET_GRACE_SECONDS = 15  # beyond the per-check time limit, which the child enforces itself
 LOG_TAIL_BYTES = 2000
+MAX_PRINTED_CHARS = 2_000_000  # what graded code may print in one grader process; more is a runaway print
+
+
+class TooMuchOutput(Exception):
+    """Raised by print() in the grader process once the learner's code has printed MAX_PRINTED_CHARS."""
+
+
+class CappedStream:
+    """The grader process's stdout or stderr: writes go through up to a limit, then each one raises."""
+
+    def __init__(self, stream, limit: int):
+        self.stream, self.limit, self.written = stream, limit, 0
+
+    def write(self, text: str) -> int:
+        self.written += len(text)
+        if self.written > self.limit:
+            raise TooMuchOutput(
+                f"printed more than {self.limit:,} characters; print shapes or a few values, not whole tensors in a loop"
+            )
+        return self.stream.write(text)
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
 
 
 def _tail(path: Path) -> str:
@@ -70,11 +93,17 @@ def _run_child(notebook: Path, units: list[Unit], timeout: float, workdir: Path)
                 last_size, last_change = size, time.monotonic()
                 quiet_limit = timeout + QUIET_GRACE_SECONDS if size else quiet_limit
             elif time.monotonic() - last_change > quiet_limit:
-                os.killpg(child.pid, signal.SIGKILL)
-                child.wait()
-                return _read_events(events), (
+                return _stop(
+                    child,
+                    events,
                     f"made no progress for {quiet_limit:g} s and was stopped "
-                    "(an infinite loop in compiled code, a deadlock, or memory corrupted by an out-of-bounds write?)"
+                    "(an infinite loop in compiled code, a deadlock, or memory corrupted by an out-of-bounds write?)",
+                )
+            if log.stat().st_size > 2 * MAX_PRINTED_CHARS:  # output that bypassed sys.stdout: os.write, C code
+                return _stop(
+                    child,
+                    events,
+                    f"printed more than {2 * MAX_PRINTED_CHARS:,} bytes and was stopped (printing in a loop?)",
                 )
             time.sleep(0.05)
     found = _read_events(events)
@@ -88,6 +117,12 @@ def _run_child(notebook: Path, units: list[Unit], timeout: float, workdir: Path)
         found,
         f"the Python process exited (code {code}) — does the code call exit(), os._exit() or crash the interpreter?{last}",
     )
+
+
+def _stop(child: subprocess.Popen, events: Path, why: str) -> tuple[list[dict], str]:
+    os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+    return _read_events(events), why
 
 
 def grade_in_subprocess(notebook: Path, units: list[Unit], *, timeout: float) -> dict[str, CheckResult | str]:
@@ -138,6 +173,8 @@ def _casualties(events: list[dict], pending: list[Unit], problem: str) -> tuple[
 
 def main(request_path: str, events_path: str) -> int:
     request = json.loads(Path(request_path).read_text())
+    sys.stdout = CappedStream(sys.stdout, MAX_PRINTED_CHARS)
+    sys.stderr = CappedStream(sys.stderr, MAX_PRINTED_CHARS)
     with open(events_path, "a", encoding="utf-8") as events:
 
         def emit(event: dict) -> None:

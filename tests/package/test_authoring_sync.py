@@ -1,0 +1,41 @@
+"""This checkout's notebooks and part indexes are exactly what their sources build: a notebook edited by hand
+without its `authoring/` source (or a source changed without `python -m llm_algo build`) fails here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tiny_lab import MAIN_REPO
+
+from llm_algo.authoring import build
+from llm_algo.part_index import part_readme
+from llm_algo.paths import PART_PATTERN
+
+SOURCES = sorted((MAIN_REPO / "authoring").glob("p*.py"))
+PARTS = sorted(p for p in MAIN_REPO.iterdir() if p.is_dir() and PART_PATTERN.match(p.name))
+
+
+def test_there_are_sources_and_parts() -> None:
+    assert SOURCES and PARTS  # the parametrized tests below must not pass by collecting nothing
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=[s.stem for s in SOURCES])
+def test_notebook_is_what_its_source_builds(real_repo: Path, source: Path) -> None:
+    path, text = build(source)
+    assert path.is_relative_to(real_repo)
+    shown = path.relative_to(real_repo)
+    assert path.exists(), f"{shown} is missing: run `python -m llm_algo build`"
+    assert path.read_text(encoding="utf-8") == text, (
+        f"{shown} differs from what authoring/{source.name} builds: edit the source, then run "
+        "`python -m llm_algo build` (never edit the notebook by hand)"
+    )
+
+
+@pytest.mark.parametrize("part", PARTS, ids=[p.name for p in PARTS])
+def test_part_index_is_what_the_notebooks_build(real_repo: Path, part: Path) -> None:
+    readme = part / "README.md"
+    assert readme.exists(), f"{part.name}/README.md is missing: run `python -m llm_algo build`"
+    assert readme.read_text(encoding="utf-8") == part_readme(part), (
+        f"{part.name}/README.md is out of date: run `python -m llm_algo build`"
+    )

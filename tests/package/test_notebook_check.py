@@ -1,0 +1,112 @@
+"""The notebook's `check("name")` (LessonSession.check) grades the live namespace, shows a report with the
+right status, and never raises."""
+
+from __future__ import annotations
+
+import pytest
+from tiny_lab import Lab
+
+from llm_algo.checking import CheckResult
+from llm_algo.notebook_api import CHECK_MIME, CheckReport, setup_lesson
+
+
+def not_written(x):
+    raise NotImplementedError
+
+
+def check_output(capsys: pytest.CaptureFixture, namespace: dict, exercise: str = "add_one", lesson="p02.tiny") -> str:
+    session = setup_lesson(lesson, namespace)
+    capsys.readouterr()  # the device line that setup_lesson prints
+    assert session.check(exercise) is None  # a check cell shows its report; its value would show it twice
+    return capsys.readouterr().out
+
+
+def test_a_correct_exercise_passes(lab: Lab, capsys: pytest.CaptureFixture) -> None:
+    lab.add_lesson()
+    out = check_output(capsys, {"add_one": lambda x: x + 1})
+    assert out.splitlines()[0] == "add_one: ✅ passed (3/3 checks passed)"
+
+
+def test_a_wrong_exercise_fails_with_input_expected_and_got(lab: Lab, capsys: pytest.CaptureFixture) -> None:
+    lab.add_lesson()
+    out = check_output(capsys, {"add_one": lambda x: x + 2})
+    assert out.splitlines()[0] == "add_one: ❌ failed (0/3 checks passed)"
+    assert "why: add_one(2) is wrong" in out
+    assert "input: x=2" in out and "expected: 3" in out and "got: 4" in out
+
+
+def test_a_skeleton_is_not_attempted(lab: Lab, capsys: pytest.CaptureFixture) -> None:
+    lab.add_lesson()
+    out = check_output(capsys, {"add_one": not_written})
+    assert out.splitlines()[0] == "add_one: ⏳ not attempted (0/3 checks passed)"
+
+
+def test_a_missing_function_fails_without_raising(lab: Lab, capsys: pytest.CaptureFixture) -> None:
+    lab.add_lesson()
+    out = check_output(capsys, {})
+    assert out.splitlines()[0] == "add_one: ❌ failed (0/3 checks passed)"
+    assert "defines no `add_one`" in out
+
+
+def test_an_unknown_exercise_is_reported_not_raised(lab: Lab, capsys: pytest.CaptureFixture) -> None:
+    lab.add_lesson()
+    out = check_output(capsys, {"add_one": lambda x: x + 1}, exercise="add_two")
+    assert out.splitlines()[0] == "add_two: ❌ failed (0/0 checks passed)"
+    assert "error: NotebookError: lesson p02.tiny has no checks for an exercise named 'add_two'" in out
+
+
+def test_an_unknown_lesson_is_reported_not_raised(lab: Lab, capsys: pytest.CaptureFixture) -> None:
+    lab.add_lesson()
+    out = check_output(capsys, {"add_one": lambda x: x + 1}, lesson="p02.nowhere")
+    assert "error: NotebookError: no lesson with id 'p02.nowhere' in this checkout" in out
+
+
+@pytest.mark.parametrize(
+    ("checks_source", "error"),
+    [
+        ("raise RuntimeError('half-written checks')\n", "error: RuntimeError: half-written checks"),
+        ("def broken(:\n", "error: SyntaxError"),
+        ("checks = None\n", "error: TypeError: tests/checks/p02_tiny.py must define `checks = Checks('p02.tiny')`"),
+    ],
+    ids=["raises", "syntax_error", "no_registry"],
+)
+def test_a_checks_module_that_does_not_import_is_reported_not_raised(
+    lab: Lab, capsys: pytest.CaptureFixture, checks_source: str, error: str
+) -> None:
+    lab.add_lesson(checks=checks_source)
+    out = check_output(capsys, {"add_one": lambda x: x + 1})
+    assert out.splitlines()[0].startswith("add_one: ❌ failed")
+    assert error in out
+
+
+def test_a_check_that_raises_inside_the_learners_code_is_reported(lab: Lab, capsys: pytest.CaptureFixture) -> None:
+    lab.add_lesson()
+
+    def add_one(x):
+        return {}[x]
+
+    out = check_output(capsys, {"add_one": add_one})
+    assert out.splitlines()[0] == "add_one: ❌ failed (0/3 checks passed)"
+    assert "raised KeyError" in out
+
+
+def result(outcome: str) -> CheckResult:
+    return CheckResult(key=f"add_one::{outcome}", outcome=outcome)
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "error", "status"),
+    [
+        (["passed", "passed"], "", "passed"),
+        (["passed", "skipped"], "", "passed"),  # a GPU-only check skipped on a CPU machine
+        (["skipped", "skipped"], "", "not_attempted"),  # nothing graded is never a pass
+        (["passed", "not_attempted"], "", "not_attempted"),
+        (["passed", "failed", "not_attempted"], "", "failed"),
+        ([], "", "not_attempted"),
+        (["passed"], "the checks module does not import", "failed"),
+    ],
+)
+def test_report_status(outcomes: list[str], error: str, status: str) -> None:
+    report = CheckReport("p02.tiny", "add_one", tuple(result(o) for o in outcomes), error=error)
+    assert report.status == status
+    assert report._repr_mimebundle_()[CHECK_MIME]["status"] == status  # what the headless runner reads back

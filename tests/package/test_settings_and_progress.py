@@ -1,0 +1,66 @@
+"""One precedence rule per setting (CLI, environment, ini, default), and how the progress table counts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from tiny_lab import PART, Lab
+
+from llm_algo.progress import exercise_status, part_summary, save_results
+from llm_algo.settings import CHECK_TIMEOUT, SettingError, resolve
+
+
+def test_cli_beats_environment_beats_ini_beats_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(CHECK_TIMEOUT.env, raising=False)
+    assert resolve(CHECK_TIMEOUT) == CHECK_TIMEOUT.default == 60.0
+    assert resolve(CHECK_TIMEOUT, ini="30") == 30.0
+    monkeypatch.setenv(CHECK_TIMEOUT.env, "20")
+    assert resolve(CHECK_TIMEOUT, ini="30") == 20.0
+    assert resolve(CHECK_TIMEOUT, cli="5", ini="30") == 5.0
+
+
+@pytest.mark.parametrize(
+    ("source", "raw", "named"),
+    [("cli", "0", "--check-timeout='0'"), ("ini", "soon", "ini option llm_algo_check_timeout='soon'")],
+)
+def test_an_invalid_value_names_its_source(monkeypatch: pytest.MonkeyPatch, source: str, raw: str, named: str) -> None:
+    monkeypatch.delenv(CHECK_TIMEOUT.env, raising=False)
+    with pytest.raises(SettingError, match=f"^{named} is not valid"):
+        resolve(CHECK_TIMEOUT, **{source: raw})
+
+
+def test_an_invalid_environment_value_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(CHECK_TIMEOUT.env, "-1")
+    with pytest.raises(SettingError, match=r"^\$LLM_ALGO_CHECK_TIMEOUT='-1' is not valid: must be a positive"):
+        resolve(CHECK_TIMEOUT)
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "status"),
+    [
+        (["passed", "passed"], "passed"),
+        (["passed", "skipped"], "passed"),  # a GPU-only check skipped on a CPU machine
+        (["passed", "failed"], "failed"),
+        (["not_attempted", "failed"], "failed"),
+        (["not_attempted", "not_attempted"], "not attempted"),
+        (["skipped"], "not attempted"),  # nothing graded is never a pass
+        ([], "not attempted"),
+    ],
+)
+def test_exercise_status(outcomes: list[str], status: str) -> None:
+    assert exercise_status(outcomes) == status
+
+
+def test_results_merge_so_a_partial_run_keeps_the_rest(lab: Lab) -> None:
+    lab.add_lesson("p02.healthy", "01_Healthy.ipynb")
+    lab.add_lesson()
+    save_results({"p02.healthy": {"add_one::adds_one_to_two": "passed", "add_one::random_integers": "failed"}})
+    save_results({"p02.healthy": {"add_one::random_integers": "passed"}, "p02.tiny": {"mutant::add_one::x": "passed"}})
+
+    results = json.loads((lab.root / ".llm_algo" / "results.json").read_text(encoding="utf-8"))
+    assert results["p02.healthy"] == {"add_one::adds_one_to_two": "passed", "add_one::random_integers": "passed"}
+    assert part_summary(results) == {PART: {"lessons": 2, "exercises": 2, "passed": 2, "failed": 0, "not attempted": 0}}
+    assert part_summary(results, only={"p02.tiny"}) == {
+        PART: {"lessons": 1, "exercises": 1, "passed": 1, "failed": 0, "not attempted": 0}
+    }
