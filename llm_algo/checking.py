@@ -270,11 +270,17 @@ def _caused_by_not_implemented(exc: BaseException | None) -> bool:
     """A check that wrapped the exercise's NotImplementedError in another error still means not attempted."""
     seen = set()
     while exc is not None and id(exc) not in seen:
-        if isinstance(exc, NotImplementedError):
+        if isinstance(exc, NotImplementedError) or _skeleton_kernel_compile_error(exc):
             return True
         seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__
     return False
+
+
+def _skeleton_kernel_compile_error(exc: BaseException) -> bool:
+    """A GPU cannot compile a `@triton.jit` skeleton whose body is `raise NotImplementedError` (the interpreter runs
+    it as Python and raises): Triton's compile error quotes that source line."""
+    return type(exc).__module__.startswith("triton") and "raise NotImplementedError" in str(exc)
 
 
 def _not_attempted(exc: BaseException, common: dict) -> CheckResult:
@@ -308,7 +314,7 @@ def run_check(spec: CheckSpec, namespace: dict, lesson_name: str, *, triton: boo
             **common,
         )
     except Exception as exc:  # the learner's code raised: report it where it happened
-        if _caused_by_not_implemented(exc):
+        if _caused_by_not_implemented(exc):  # also a Triton compile error of a kernel that is still a skeleton
             return _not_attempted(exc, common)
         where = notebook_location(exc)
         kind = "assertion failed" if isinstance(exc, AssertionError) else f"raised {type(exc).__name__}"
