@@ -11,7 +11,9 @@ own when it passes its checks, the reference otherwise, and says which.
 from __future__ import annotations
 
 import ast
+import contextlib
 import html
+import io
 import os
 import sys
 from dataclasses import dataclass
@@ -127,15 +129,13 @@ def find_lesson(lesson_id: str) -> Lesson:
 
 
 def defining_exercise(lesson: Lesson, name: str) -> str:
-    """The exercise whose cell defines `name` at top level."""
-    for cell in lesson.tagged("exercise"):
-        try:
-            tree = ast.parse(cell.source)
-        except SyntaxError:
-            continue
+    """The exercise whose reference solution defines `name` at top level (the solution, not the learner's cell,
+    which may not even parse yet)."""
+    for cell in lesson.tagged("solution"):
+        tree = ast.parse(cell.source)
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
-                return cell.exercise
+                return cell.solution
     raise NotebookError(f"{lesson.name} has no exercise that defines {name!r}")
 
 
@@ -162,27 +162,35 @@ class LessonSession:
         _show(report)
 
     def use(self, lesson_id: str, *names: str):
-        """Earlier lessons' building blocks: yours when its checks pass, else the reference."""
+        """Earlier lessons' building blocks: yours when its checks pass, else the reference. The earlier notebook
+        runs quietly (its own setup output is not shown); one line per name says which version was taken."""
         lesson = find_lesson(lesson_id)
         registry = load_checks(lesson_id)
-        values = []
-        learner = None if os.environ.get(MODE_ENV) == "solution" else load_namespace(lesson, "learner")
-        reference = None
+        learner, why_not_yours = None, "grading the reference solutions"
+        if os.environ.get(MODE_ENV) != "solution":
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    learner = load_namespace(lesson, "learner")
+            except Exception as exc:  # a broken earlier notebook must not break this lesson: take the reference
+                why_not_yours = f"your notebook does not run ({type(exc).__name__}: {exc})"
+        reference, values = None, []
         for name in names:
             exercise = defining_exercise(lesson, name)
-            source, reason = "reference", "grading the reference solutions"
+            source, reason = "reference", why_not_yours
             if learner is not None:
-                loaded = learner
-                results = check_exercise(registry.for_exercise(exercise), loaded, lesson, registry)
+                with contextlib.redirect_stdout(io.StringIO()):
+                    results = check_exercise(registry.for_exercise(exercise), learner, lesson, registry)
                 passed = sum(r.outcome == "passed" for r in results)
                 if results and passed == len([r for r in results if r.outcome != "skipped"]):
                     source, reason = "yours", f"all {passed} checks of exercise {exercise!r} pass"
-                    values.append(loaded.namespace[name])
+                    values.append(learner.namespace[name])
                 else:
                     status = CheckReport(lesson_id, exercise, tuple(results)).status.replace("_", " ")
                     reason = f"yours is {status} ({passed}/{len(results)} checks pass)"
             if source == "reference":
-                reference = reference or load_namespace(lesson, "solution")
+                if reference is None:
+                    with contextlib.redirect_stdout(io.StringIO()):
+                        reference = load_namespace(lesson, "solution")
                 values.append(reference.namespace[name])
             print(f"{name}: using {source} from {lesson.path.name} — {reason}")
         return values[0] if len(values) == 1 else tuple(values)

@@ -1,0 +1,76 @@
+"""`lesson.use(lesson_id, name)`: a later lesson takes an earlier lesson's building block — the learner's own when
+it passes all of that exercise's checks, the reference otherwise — and says which one it took."""
+
+from __future__ import annotations
+
+import pytest
+from tiny_lab import Lab
+
+from llm_algo.loader import MODE_ENV
+from llm_algo.notebook_api import setup_lesson
+
+USES_TINY = 'add_one_from_tiny = lesson.use("p02.tiny", "add_one")\nassert add_one_from_tiny(1) == 2'
+
+
+def borrow(capsys: pytest.CaptureFixture):
+    session = setup_lesson("p02.next", {})
+    capsys.readouterr()
+    block = session.use("p02.tiny", "add_one")
+    return block, capsys.readouterr().out.strip()
+
+
+def add_next_lesson(lab: Lab) -> None:
+    lab.add_lesson("p02.next", "03_Next.ipynb", setup_code=f"import torch\n{USES_TINY}", prerequisites=("p02.tiny",))
+
+
+def test_a_passing_exercise_lends_the_learners_own_code(lab: Lab, capsys: pytest.CaptureFixture) -> None:
+    lab.add_lesson(solved=True)
+    add_next_lesson(lab)
+    block, said = borrow(capsys)
+    assert said == "add_one: using yours from 02_Tiny.ipynb — all 3 checks of exercise 'add_one' pass"
+    assert "exercise add_one" in block.__code__.co_filename  # the function defined by the learner's cell
+    assert block(41) == 42
+
+
+def test_an_unfinished_exercise_lends_the_reference(lab: Lab, capsys: pytest.CaptureFixture) -> None:
+    lab.add_lesson()
+    add_next_lesson(lab)
+    block, said = borrow(capsys)
+    assert said == "add_one: using reference from 02_Tiny.ipynb — yours is not attempted (0/3 checks pass)"
+    assert "solution add_one" in block.__code__.co_filename
+    assert block(41) == 42
+
+
+def test_a_wrong_exercise_lends_the_reference(lab: Lab, capsys: pytest.CaptureFixture) -> None:
+    lab.add_lesson(exercise_source="def add_one(x):\n    return x + 2")
+    add_next_lesson(lab)
+    block, said = borrow(capsys)
+    assert said == "add_one: using reference from 02_Tiny.ipynb — yours is failed (0/3 checks pass)"
+    assert block(41) == 42
+
+
+def test_grading_the_reference_solutions_never_borrows_the_learners(
+    lab: Lab, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lab.add_lesson(solved=True)
+    add_next_lesson(lab)
+    monkeypatch.setenv(MODE_ENV, "solution")
+    block, said = borrow(capsys)
+    assert said == "add_one: using reference from 02_Tiny.ipynb — grading the reference solutions"
+    assert "solution add_one" in block.__code__.co_filename
+
+
+def test_a_setup_cell_that_borrows_grades_in_every_mode(lab: Lab) -> None:
+    lab.add_lesson()
+    add_next_lesson(lab)
+    for args, outcome in ((("--solutions",), "passed"), ((), "skipped")):
+        run = lab.run_pytest(*args, "02_PyTorch_Algorithms/03_Next.ipynb")
+        assert run.counts("03_Next") == {outcome: 3}, run.output
+
+
+def test_an_exercise_cell_that_does_not_run_lends_the_reference(lab: Lab, capsys: pytest.CaptureFixture) -> None:
+    lab.add_lesson(exercise_source="def add_one(x)\n    return x + 1")  # a syntax error
+    add_next_lesson(lab)
+    block, said = borrow(capsys)
+    assert said == "add_one: using reference from 02_Tiny.ipynb — yours is failed (0/3 checks pass)"
+    assert block(41) == 42
