@@ -78,15 +78,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print("benchmarks time kernels on a CUDA GPU; this machine has none (see `python -m llm_algo doctor`)")
         return 0
     lesson = find_lesson(args.lesson)
-    module = sys.modules[load_checks(args.lesson).specs[0].func.__module__]
-    if not hasattr(module, "benchmark"):
+    benchmark = load_checks(args.lesson).benchmark
+    if benchmark is None:
         print(f"lesson {args.lesson} declares no benchmark")
         return 1
     loaded = load_namespace(lesson, "learner" if args.mine else "solution")
     table = Table(title=f"{args.lesson}: {'your kernel' if args.mine else 'reference solution'} vs baselines")
     for column in ("kernel", "shape", "ms (median)", "throughput"):
         table.add_column(column)
-    for row in module.benchmark(Exercise(loaded.namespace, lesson.name)):
+    for row in benchmark(Exercise(loaded.namespace, lesson.name)):
         table.add_row(row.name, row.shape, f"{row.ms:.4f}", f"{row.value:,.1f} {row.unit}")
     Console().print(table)
     return 0

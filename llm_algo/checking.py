@@ -72,6 +72,7 @@ class Checks:
         self.lesson_id = lesson_id
         self.triton = triton
         self.specs: list[CheckSpec] = []
+        self.benchmark: Callable | None = None  # set by load_checks from the module's `benchmark`, if any
 
     def __call__(self, exercise: str, *, requires_cuda: bool = False, hint: str = "", gate: bool = False) -> Callable:
         def register(func: Callable) -> Callable:
@@ -100,9 +101,11 @@ def load_checks(lesson_id: str) -> Checks:
     path = checks_module_path(lesson_id)
     if not path.exists():
         raise FileNotFoundError(f"lesson {lesson_id} has no checks module at {display_path(path)}")
-    registry = getattr(load_module(path, f"llm_algo_checks.{path.stem}"), "checks", None)
+    module = load_module(path, f"llm_algo_checks.{path.stem}")
+    registry = getattr(module, "checks", None)
     if not isinstance(registry, Checks) or registry.lesson_id != lesson_id:
         raise TypeError(f"{display_path(path)} must define `checks = Checks({lesson_id!r})`")
+    registry.benchmark = getattr(module, "benchmark", None)  # optional: `benchmark(ex) -> list[BenchRow]`
     return registry
 
 
