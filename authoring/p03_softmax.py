@@ -1,4 +1,4 @@
-"""Source of 03_Triton_Kernels/02_Softmax.ipynb (build with `python -m llm_algo build p03.softmax`)."""
+"""Source of 03_Triton_Kernels/03_Softmax.ipynb (build with `python -m llm_algo build p03.softmax`)."""
 
 from llm_algo.authoring import LessonBuilder
 
@@ -6,7 +6,7 @@ from llm_algo.authoring import LessonBuilder
 def build() -> LessonBuilder:
     lesson = LessonBuilder(
         id="p03.softmax",
-        path="03_Triton_Kernels/02_Softmax.ipynb",
+        path="03_Triton_Kernels/03_Softmax.ipynb",
         title_en="Fused softmax and the online softmax",
         title_zh="融合 Softmax 与在线 Softmax",
         difficulty="medium",

@@ -38,6 +38,30 @@ def flops_row(name: str, shape: str, fn: Callable[[], object], flops: int) -> Be
     return BenchRow(name, shape, ms, flops * 1e-12 / (ms * 1e-3), "TFLOP/s")
 
 
+def baseline_rows(
+    name: str,
+    shape: str,
+    baseline: Callable[..., object],
+    args: tuple,
+    *,
+    bytes_moved: int | None = None,
+    flops: int | None = None,
+) -> list[BenchRow]:
+    """The PyTorch baseline twice: eager, and what `torch.compile` makes of the same function (compiled once,
+    outside the timing; do_bench's warm-up absorbs the first call)."""
+    if (bytes_moved is None) == (flops is None):
+        raise ValueError("give exactly one of bytes_moved (GB/s) or flops (TFLOP/s)")
+    compiled = torch.compile(baseline, dynamic=False)
+    compiled(*args)
+    rows = []
+    for label, fn in ((f"{name} (eager)", baseline), (f"{name} (torch.compile)", compiled)):
+        if bytes_moved is not None:
+            rows.append(bandwidth_row(label, shape, lambda fn=fn: fn(*args), bytes_moved))
+        else:
+            rows.append(flops_row(label, shape, lambda fn=fn: fn(*args), flops))
+    return rows
+
+
 def copy_row(nbytes: int, device: str = "cuda") -> BenchRow:
     """The roofline a memory-bound kernel is held to: read nbytes and write nbytes."""
     src = torch.empty(nbytes, dtype=torch.uint8, device=device)
