@@ -1,0 +1,288 @@
+"""Source of 02_PyTorch_Algorithms/03_SwiGLU.ipynb (build with `python -m llm_algo build p02.swiglu`)."""
+
+from llm_algo.authoring import LessonBuilder
+
+
+def build() -> LessonBuilder:
+    lesson = LessonBuilder(
+        id="p02.swiglu",
+        path="02_PyTorch_Algorithms/03_SwiGLU.ipynb",
+        title_en="SwiGLU feed-forward",
+        title_zh="SwiGLU 门控前馈网络",
+        difficulty="easy",
+        device="cpu",
+        minutes=40,
+        prerequisites=["p02.rmsnorm"],
+    )
+    lesson.title(
+        prerequisite_links={"p02.rmsnorm": "02_PyTorch_Algorithms/02_RMSNorm.ipynb"},
+        intro=r"""
+        Two thirds of a Llama's parameters are not in attention. In Llama-2-7B each of the 32 layers holds
+        $4 \cdot 4096^2 \approx 67$M attention weights and $3 \cdot 4096 \cdot 11008 \approx 135$M feed-forward weights
+        (前馈网络, FFN), so the FFN is where most of the FLOPs of a forward pass go. Every Llama, Mistral, Qwen and
+        DeepSeek uses the same FFN: **SwiGLU**, a gated MLP with three matrices instead of two, and a hidden size
+        (11008, 14336, 28672, ...) that looks arbitrary until you know the rule that produced it.
+
+        **You will implement** the SwiGLU function on raw weight matrices, Llama's hidden-size rule, and the
+        `nn.Module` whose parameter names load a Hugging Face checkpoint. **Graded against** a float64 closed form
+        with `F.silu`, Hugging Face `LlamaMLP` built locally from a tiny random `LlamaConfig`, float64 autograd, and
+        the published sizes of real Llama configs (Llama-2 7B/13B/70B, Llama-3 8B/70B/405B).
+    """,
+    )
+    lesson.md(r"""
+        ## 1. From a plain MLP to a gated one
+
+        The original Transformer's FFN is two matrices with a non-linearity between them, applied to each token on
+        its own: $\operatorname{FFN}(x) = W_2\,\operatorname{ReLU}(W_1 x)$ with a hidden size of $4d$. Its weights are
+        $2 \cdot d \cdot 4d = 8d^2$.
+
+        A **gated linear unit** (GLU, Dauphin et al., 2017) computes *two* projections of the input and multiplies them
+        element by element: one goes through an activation and acts as a *gate*, the other is the *value* it lets
+        through. Shazeer (2020, *GLU Variants Improve Transformer*) tried several activations for the gate:
+
+        | variant | gate activation $\sigma$ | used by |
+        | --- | --- | --- |
+        | GLU | sigmoid | the original GLU |
+        | ReGLU | ReLU | (in the paper) |
+        | GeGLU | GELU | T5 v1.1, Gemma (`gelu_pytorch_tanh`) |
+        | **SwiGLU** | SiLU (Swish with $\beta = 1$): $\operatorname{silu}(z) = z \cdot \operatorname{sigmoid}(z)$ | PaLM, Llama 1/2/3, Mistral, Qwen, DeepSeek |
+
+        In Shazeer's experiments GeGLU and SwiGLU gave the best perplexity at the same parameter count and compute.
+        His explanation is one sentence: "We offer no explanation as to why these architectures seem to work; we
+        attribute their success, as all else, to divine benevolence." A useful way to see it: the product of two
+        linear functions of $x$ lets the layer compute *quadratic* interactions between features, which a plain MLP
+        only approximates with many ReLU pieces.
+
+        ## 2. The math, with shapes
+
+        For a token $x \in \mathbb{R}^{d}$ and weights in `nn.Linear`'s layout (out_features, in_features):
+        $W_{\text{gate}}, W_{\text{up}} \in \mathbb{R}^{h \times d}$ and $W_{\text{down}} \in \mathbb{R}^{d \times h}$,
+
+        $$
+        \operatorname{SwiGLU}(x) = W_{\text{down}}\,\big(\operatorname{silu}(W_{\text{gate}}\,x) \odot W_{\text{up}}\,x\big).
+        $$
+
+        Shapes for a batch: `x: (..., d)` → `gate = x @ W_gate.T: (..., h)`, `up = x @ W_up.T: (..., h)` →
+        `silu(gate) * up: (..., h)` → `@ W_down.T: (..., d)`. Every leading dimension (batch, sequence) is just
+        carried along: the FFN never mixes tokens. No biases (Llama dropped them everywhere; PaLM reports it helps
+        stability at scale).
+
+        **Why $8/3$.** Three matrices of size $d \times h$ cost $3dh$ weights. To match the plain MLP's $8d^2$ at the same
+        $d$, set $3dh = 8d^2$, so $h = \tfrac{8}{3}d = \tfrac{2}{3} \cdot 4d$. That is Shazeer's rule, and Meta's
+        `llama/model.py` writes it literally: start from `hidden = 4 * dim`, take `int(2 * hidden / 3)`, optionally
+        multiply by `ffn_dim_multiplier`, then **round up** to a multiple of `multiple_of`:
+
+        $$
+        h = m \cdot \Big\lceil \frac{\lfloor c \cdot \lfloor 2 \cdot 4d / 3 \rfloor \rfloor}{m} \Big\rceil,
+        \qquad c = \texttt{ffn\_dim\_multiplier} \ (1 \text{ if None}),\quad m = \texttt{multiple\_of}.
+        $$
+
+        Rounding up to a multiple of 256 (or 1024, 4096) keeps every GEMM tile full and lets tensor parallelism split
+        $h$ evenly over 8 or 16 GPUs. For Llama-2-7B, $d = 4096$: $\lfloor 32768/3 \rfloor = 10922$, rounded up to a
+        multiple of 256 gives $43 \cdot 256 = 11008$.
+
+        **Gradients.** With $g = W_{\text{gate}} x$, $u = W_{\text{up}} x$, $a = \operatorname{silu}(g) \odot u$ and
+        incoming gradient $\bar y$: $\bar a = W_{\text{down}}^\top \bar y$, $\bar u = \bar a \odot \operatorname{silu}(g)$,
+        $\bar g = \bar a \odot u \odot \operatorname{silu}'(g)$ with
+        $\operatorname{silu}'(z) = \operatorname{sigmoid}(z)\,\big(1 + z\,(1 - \operatorname{sigmoid}(z))\big)$.
+        Autograd derives this for you; fused kernels (Liger-Kernel's `LigerSiLUMulFunction`) write it by hand and
+        recompute $\operatorname{silu}(g)$ in the backward pass instead of storing it.
+    """)
+    lesson.setup(r"""
+        import matplotlib.pyplot as plt
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+    """)
+    lesson.md(r"""
+        ## 3. Exercise `swiglu`: the function on raw weights
+
+        Implement the formula above for any number of leading dimensions. Weights are stored like `nn.Linear.weight`,
+        `(out_features, in_features)`, so a projection is `x @ W.T` (or `F.linear(x, W)`, which is the same and uses
+        one GEMM). Compute in the input's dtype, as Hugging Face's `LlamaMLP` does.
+    """)
+    lesson.exercise(
+        "swiglu",
+        r'''
+        def swiglu(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor) -> torch.Tensor:
+            """SwiGLU feed-forward: w_down applied to silu(x w_gate^T) * (x w_up^T).
+
+            x:      (..., d)  float32 / float16 / bfloat16 / float64
+            w_gate: (h, d)    nn.Linear layout (out_features, in_features)
+            w_up:   (h, d)
+            w_down: (d, h)
+            returns (..., d), same dtype as x
+            """
+            # TODO: the gate and the up projection of x, each (..., h)
+            # TODO: silu on the gate only, multiplied element by element with the up projection
+            # TODO: project back to d with w_down
+            ### BEGIN SOLUTION
+            gate = F.linear(x, w_gate)               # (..., h) = x @ w_gate.T
+            up = F.linear(x, w_up)                   # (..., h)
+            return F.linear(F.silu(gate) * up, w_down)  # (..., h) -> (..., d)
+            ### END SOLUTION
+    ''',
+    )
+    lesson.md(r"""
+        The checks compare with the float64 closed form on inputs with 1 to 4 dimensions and odd sizes, in fp32,
+        fp16, bf16 and fp64; run `torch.autograd.gradcheck` through all four arguments; and feed a hand-checkable case
+        where each hidden unit can be computed on paper.
+    """)
+    lesson.md(r"""
+        ### The gate, in a picture
+
+        The left panel shows the gate activations of the GLU family. SiLU is smooth, dips slightly below zero (its
+        minimum is $-0.278$ at $z \approx -1.28$) and grows like $z$ for large $z$. The right panel shows what one
+        hidden unit of your `swiglu` computes for a 2-D input when the gate reads $x_1$ and the value reads $x_2$:
+        $\operatorname{silu}(x_1)\cdot x_2$. Where the gate is closed ($x_1 \ll 0$) nothing passes whatever $x_2$ is;
+        where it is open the output is linear in $x_2$. A plain MLP unit would be a function of one direction only.
+    """)
+    lesson.code(r"""
+        z = torch.linspace(-5, 5, 401)
+        fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
+        for name, fn in (("sigmoid (GLU)", torch.sigmoid), ("ReLU (ReGLU)", F.relu),
+                         ("GELU (GeGLU)", F.gelu), ("SiLU (SwiGLU)", F.silu)):
+            left.plot(z, fn(z), label=name)
+        left.axhline(0, color="grey", lw=0.5); left.set_ylim(-1, 5)
+        left.set_xlabel("gate pre-activation z"); left.set_ylabel("σ(z)"); left.set_title("gate activations")
+        left.legend(fontsize=8)
+        grid = torch.linspace(-3, 3, 121)
+        x = torch.stack(torch.meshgrid(grid, grid, indexing="xy"), dim=-1)  # (121, 121, 2): (x1, x2)
+        w_gate, w_up, w_down = torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 1.0]]), torch.ones(1, 1)
+        try:
+            surface = swiglu(x, w_gate, w_up, w_down)[..., 0]
+        except NotImplementedError:
+            surface = F.silu(x[..., 0]) * x[..., 1]  # not attempted yet: the formula itself
+        image = right.imshow(surface, origin="lower", extent=(-3, 3, -3, 3), cmap="RdBu_r", vmin=-8, vmax=8)
+        right.set_xlabel("x1 (read by the gate)"); right.set_ylabel("x2 (read by up)")
+        right.set_title("one hidden unit: silu(x1) · x2"); fig.colorbar(image, ax=right)
+        fig.tight_layout()
+        plt.show()
+    """)
+    lesson.md(r"""
+        ## 4. Exercise `swiglu_hidden_dim`: Llama's size rule
+
+        Write the rule of section 2 exactly as Meta's `FeedForward.__init__` computes it, with integer truncation at
+        the same two places (`int(2 * hidden / 3)`, then `int(multiplier * hidden)`) and rounding **up** to the next
+        multiple. Published configs are the test: Llama-2-7B ($d = 4096$, `multiple_of=256`) has $h = 11008$, and
+        Llama-3-8B ($d = 4096$, `ffn_dim_multiplier=1.3`, `multiple_of=1024`) has $h = 14336$.
+    """)
+    lesson.exercise(
+        "swiglu_hidden_dim",
+        r'''
+        def swiglu_hidden_dim(dim: int, multiple_of: int = 256, ffn_dim_multiplier: float | None = None) -> int:
+            """Llama's FFN hidden size: 2/3 of 4 * dim, times an optional multiplier, rounded up to multiple_of.
+
+            returns a Python int
+            """
+            # TODO: start from 4 * dim and keep two thirds of it, truncated to an integer
+            # TODO: if a multiplier is given, scale by it (truncate again)
+            # TODO: round UP to the next multiple of multiple_of (a value already on a multiple stays)
+            ### BEGIN SOLUTION
+            hidden = int(2 * (4 * dim) / 3)                  # 8/3 * dim keeps 3*d*h equal to a 4d MLP's 8*d^2
+            if ffn_dim_multiplier is not None:
+                hidden = int(ffn_dim_multiplier * hidden)    # Llama-3 widens the FFN by 1.3
+            return multiple_of * ((hidden + multiple_of - 1) // multiple_of)  # ceil to a multiple of multiple_of
+            ### END SOLUTION
+    ''',
+    )
+    lesson.md(r"""
+        ## 5. Exercise `SwiGLU`: the layer a checkpoint loads into
+
+        A Hugging Face Llama checkpoint stores the FFN of layer 0 as `model.layers.0.mlp.gate_proj.weight`,
+        `...up_proj.weight` and `...down_proj.weight`. Give your module three bias-free `nn.Linear` members with
+        exactly those names, so that `load_state_dict(LlamaMLP.state_dict())` works as is, and make `forward` call
+        your `swiglu`. (Meta's original checkpoints call the same matrices `w1`, `w3` and `w2`: gate, up, down. The
+        tiny-Llama lesson converts between the two.)
+    """)
+    lesson.exercise(
+        "SwiGLU",
+        r'''
+        class SwiGLU(nn.Module):
+            """Llama's FFN: state_dict() == {gate_proj.weight (h, d), up_proj.weight (h, d), down_proj.weight (d, h)}."""
+
+            def __init__(self, dim: int, hidden_dim: int):
+                super().__init__()
+                # TODO: three nn.Linear layers without bias: gate_proj and up_proj d -> h, down_proj h -> d
+                ### BEGIN SOLUTION
+                self.gate_proj = nn.Linear(dim, hidden_dim, bias=False)  # weight (h, d)
+                self.up_proj = nn.Linear(dim, hidden_dim, bias=False)    # weight (h, d)
+                self.down_proj = nn.Linear(hidden_dim, dim, bias=False)  # weight (d, h)
+                ### END SOLUTION
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                # TODO: your swiglu with this layer's three weights
+                ### BEGIN SOLUTION
+                return swiglu(x, self.gate_proj.weight, self.up_proj.weight, self.down_proj.weight)
+                ### END SOLUTION
+    ''',
+    )
+    lesson.md(r"""
+        ### Parameters: SwiGLU at 8/3 vs a plain 4d MLP
+
+        The cell below counts the weights of your module at Llama-2-7B's width next to a plain $4d$ MLP, and plots
+        the hidden size that your rule gives across widths. The rounding costs at most `multiple_of - 1` extra units.
+    """)
+    lesson.code(r"""
+        def parameters(module):
+            return sum(p.numel() for p in module.parameters())
+
+        dim = 4096
+        plain = parameters(nn.Sequential(nn.Linear(dim, 4 * dim, bias=False), nn.Linear(4 * dim, dim, bias=False)))
+        try:
+            hidden = swiglu_hidden_dim(dim)
+            gated = parameters(SwiGLU(dim, hidden).to("meta"))  # the meta device: shapes only, no memory
+            print(f"d = {dim}: plain 4d MLP {plain / 1e6:.1f}M weights; SwiGLU h = {hidden}: {gated / 1e6:.1f}M "
+                  f"({gated / plain:.3f}x)")
+            dims = list(range(256, 8193, 64))
+            plt.figure(figsize=(6, 3.4))
+            plt.plot(dims, [8 * d / 3 for d in dims], label="8d/3 exactly")
+            plt.step(dims, [swiglu_hidden_dim(d) for d in dims], where="post", label="rounded up to 256 (yours)")
+            plt.xlabel("model width d"); plt.ylabel("FFN hidden size h")
+            plt.title("Llama's FFN size rule"); plt.legend(fontsize=8); plt.tight_layout()
+            plt.show()
+        except NotImplementedError:
+            print(f"plain 4d MLP at d = {dim}: {plain / 1e6:.1f}M weights; finish the exercises for the comparison")
+    """)
+    lesson.stop()
+    lesson.md(r"""
+        ## 6. Reading the solutions
+
+        **`swiglu`.** `F.linear(x, W)` computes `x @ W.T` in one GEMM over all leading dimensions, so `(B, T, d)` and
+        `(d,)` inputs need no reshaping. The activation goes on the **gate** projection only; the up projection stays
+        linear. Nothing is upcast: a GEMM on a GPU already accumulates fp16/bf16 products in float32, and
+        `F.silu` computes internally in float32 for half-precision inputs.
+
+        **`swiglu_hidden_dim`.** Integer arithmetic in the same order as Meta's code, because checkpoints were saved
+        with *its* numbers: `int(2 * 16384 / 3) = 10922`, then a ceiling division `(h + m - 1) // m`. Llama-3-8B:
+        $\lfloor 1.3 \cdot 10922 \rfloor = 14198$, rounded up to 1024 gives 14336. Llama-2-70B ($d = 8192$, 1.3, 4096):
+        $\lfloor 1.3 \cdot 21845 \rfloor = 28398 \to 28672$. Hugging Face configs skip the rule and store the result as
+        `intermediate_size`.
+
+        **`SwiGLU`.** Three `nn.Linear(..., bias=False)`: the attribute names *are* the checkpoint format.
+
+        **The mistakes the checks catch** (each is a mutant in `tests/mutants/p02_swiglu.py`):
+        - *Activation on the wrong branch* (`silu(up) * gate`): same shapes, same cost, a different function. Only a
+          reference with distinct gate and up weights sees it; with a checkpoint it silently ruins the model.
+        - *GELU or sigmoid instead of SiLU*: a different GLU variant. GELU is within about 0.1 of SiLU near zero, so
+          only a comparison with a reference at realistic scales catches it.
+        - *Forgetting the up projection* (`W_down silu(W_gate x)`): a plain MLP with the wrong weights.
+        - *Rounding down* (`h // m * m`) or adding a multiple when $h$ is already on one: 10752 or 11264 instead of
+          11008, and a checkpoint no longer loads.
+        - *Applying the multiplier after rounding*: Llama-3-8B gets 14643 instead of 14336.
+        - *`bias=True`*: the state dict grows `gate_proj.bias` keys that no Llama checkpoint has (strict loading fails).
+        - *Gate and up weights swapped in `forward`*: loads cleanly, computes the wrong thing.
+
+        **Cost.** Per token, $3 \cdot 2dh$ FLOPs (three GEMMs) and, in eager PyTorch, four extra element-wise passes
+        over `(T, h)` tensors: silu reads and writes `gate`, the product reads two and writes one. At Llama-2-7B's
+        $h = 11008$ and 4096 tokens in bf16 each `(T, h)` tensor is 90 MB. **Production code** removes these passes:
+        - vLLM concatenates $W_{\text{gate}}$ and $W_{\text{up}}$ into one `gate_up_proj` (`MergedColumnParallelLinear`,
+          one GEMM producing `(T, 2h)`) and applies a fused `SiluAndMul` kernel that reads it once and writes `(T, h)`.
+        - Megatron-LM does the same with `gated_linear_unit=True`: `linear_fc1` outputs $2h$ and the activation
+          function splits it with `torch.chunk`. Under tensor parallelism gate/up are column-parallel and down is
+          row-parallel, so each GPU holds $h/\text{TP}$ hidden units and needs one all-reduce after the FFN, another
+          reason for $h$ to be a round multiple.
+        - Liger-Kernel's `LigerSwiGLUMLP` fuses silu and the product in Triton and recomputes the activation in the
+          backward pass to save activation memory; `p03.fused_elementwise` builds that kernel.
+    """)
+    return lesson
