@@ -1,0 +1,127 @@
+"""Realistic wrong versions of the p03.fused_elementwise solutions; every one must be rejected by a check."""
+
+from llm_algo.mutants import Mutant
+
+MUTANTS = [
+    Mutant(
+        "traffic",
+        "forgets_intermediate_write",
+        "counts eager silu as a read of g only, forgetting that it writes s back to HBM",
+        [("(1 + 1) * tensor + (2 + 1) * tensor,", "1 * tensor + (2 + 1) * tensor,")],
+    ),
+    Mutant(
+        "traffic",
+        "backward_as_two_kernels",
+        "counts the eager backward as two kernels (d_up and d_gate), missing the separate d_s = δ·u product",
+        [('"eager_swiglu_backward": 3 * (2 + 1) * tensor,', '"eager_swiglu_backward": 2 * (2 + 1) * tensor,')],
+    ),
+    Mutant(
+        "traffic",
+        "fused_backward_one_output",
+        "counts the fused backward as if it wrote one gradient",
+        [('"fused_swiglu_backward": (3 + 2) * tensor,', '"fused_swiglu_backward": (3 + 1) * tensor,')],
+    ),
+    Mutant(
+        "swiglu",
+        "rows_by_n_cols",
+        "addresses rows as row * n_cols, assuming contiguous inputs (wrong on the halves of a gate_up projection)",
+        [("gate_ptr + row * gate_row_stride + cols", "gate_ptr + row * n_cols + cols")],
+    ),
+    Mutant(
+        "swiglu",
+        "sigmoid_not_silu",
+        "uses sigmoid(gate) as the activation, forgetting the factor gate",
+        [("out = gate * tl.sigmoid(gate) * up", "out = tl.sigmoid(gate) * up")],
+    ),
+    Mutant(
+        "swiglu",
+        "gate_and_up_swapped",
+        "applies silu to up instead of gate",
+        [("out = gate * tl.sigmoid(gate) * up", "out = up * tl.sigmoid(up) * gate")],
+    ),
+    Mutant(
+        "swiglu",
+        "no_store_mask",
+        "stores the whole block past the end of the row",
+        [
+            (
+                "tl.store(out_ptr + row * out_row_stride + cols, out.to(out_ptr.dtype.element_ty), mask=mask)",
+                "tl.store(out_ptr + row * out_row_stride + cols, out.to(out_ptr.dtype.element_ty))",
+            )
+        ],
+    ),
+    Mutant(
+        "swiglu_backward",
+        "silu_derivative_is_sigmoid",
+        "differentiates silu as if it were sigmoid(g) * const: drops the g * (1 - sigmoid) term",
+        [("d_gate = d_out * up * sigmoid * (1.0 + gate * (1.0 - sigmoid))", "d_gate = d_out * up * sigmoid")],
+    ),
+    Mutant(
+        "swiglu_backward",
+        "d_up_is_d_out_times_gate",
+        "d_up = d_out * gate: forgets the activation on the gate",
+        [("d_up = d_out * gate * sigmoid", "d_up = d_out * gate")],
+    ),
+    Mutant(
+        "swiglu_backward",
+        "function_returns_swapped",
+        "the autograd Function returns (d_up, d_gate), the gradients in the wrong order",
+        [
+            (
+                "return swiglu_backward(d_out.contiguous(), gate, up)",
+                "return swiglu_backward(d_out.contiguous(), gate, up)[::-1]",
+            )
+        ],
+    ),
+    Mutant(
+        "swiglu_backward",
+        "no_d_gate_store_mask",
+        "stores d_gate for the whole block",
+        [
+            (
+                "d_gate.to(d_gate_ptr.dtype.element_ty), mask=mask)",
+                "d_gate.to(d_gate_ptr.dtype.element_ty))",
+            )
+        ],
+    ),
+    Mutant(
+        "bias_gelu",
+        "erf_without_sqrt2",
+        "exact GeLU as 0.5 x (1 + erf(x)): forgets to divide by sqrt(2)",
+        [("tl.math.erf(x * 0.7071067811865476)", "tl.math.erf(x)")],
+    ),
+    Mutant(
+        "bias_gelu",
+        "tanh_without_cubic",
+        "tanh GeLU without the 0.044715 x^3 term",
+        [("u = 0.7978845608028654 * (x + 0.044715 * x * x * x)", "u = 0.7978845608028654 * x")],
+    ),
+    Mutant(
+        "bias_gelu",
+        "bias_by_row",
+        "indexes the bias by the row instead of the column",
+        [
+            (
+                "x += tl.load(bias_ptr + cols, mask=mask, other=0.0)",
+                "x += tl.load(bias_ptr + row + cols * 0, mask=mask, other=0.0)",
+            )
+        ],
+    ),
+    Mutant(
+        "bias_gelu",
+        "tanh_through_exp",
+        "writes tanh u = (e^2u - 1) / (e^2u + 1), which is inf / inf = nan once e^2u overflows",
+        [
+            (
+                "out = x * tl.sigmoid(2.0 * u)",
+                "e2u = tl.exp(2.0 * u)\n        out = 0.5 * x * (1.0 + (e2u - 1.0) / (e2u + 1.0))",
+            )
+        ],
+    ),
+    Mutant(
+        "bias_gelu",
+        "ignores_approximate",
+        "always launches the exact kernel, whatever approximate says",
+        [('APPROXIMATE_TANH=approximate == "tanh"', "APPROXIMATE_TANH=False")],
+    ),
+]
