@@ -1,0 +1,372 @@
+"""Source of 02_PyTorch_Algorithms/05_Attention_MHA_GQA.ipynb (build with `python -m llm_algo build p02.attention_mha_gqa`)."""
+
+from llm_algo.authoring import LessonBuilder
+
+
+def build() -> LessonBuilder:
+    lesson = LessonBuilder(
+        id="p02.attention_mha_gqa",
+        path="02_PyTorch_Algorithms/05_Attention_MHA_GQA.ipynb",
+        title_en="Attention: MHA, MQA and GQA with masks and a KV cache",
+        title_zh="注意力机制：MHA、MQA、GQA，掩码与 KV 缓存",
+        difficulty="medium",
+        device="cpu",
+        minutes=90,
+        prerequisites=["p02.rope"],
+    )
+    lesson.title(
+        prerequisite_links={"p02.rope": "02_PyTorch_Algorithms/04_RoPE.ipynb"},
+        intro=r"""
+        Llama-2-70B and Llama-3-70B have the same 80 layers, 64 query heads and head size 128. One of them stores
+        2.5 MiB of keys and values per generated token in fp16; the other stores 320 KiB. The difference is one
+        number in the config, `num_key_value_heads`: 64 (multi-head attention) versus 8 (grouped-query attention).
+        At a 32k-token context and a batch of 8, that is 640 GiB against 80 GiB of KV cache. Grouped-query attention
+        is why a 70B model can serve long contexts on one node at all.
+
+        **You will implement** `repeat_kv` (the head grouping), one `attention` function that covers multi-head,
+        multi-query and grouped-query attention with causal and padding masks and a query length different from the
+        key length, and a `KVCache` that makes token-by-token decoding give the same numbers as recomputing the
+        whole sequence. **Graded against** `torch.nn.functional.scaled_dot_product_attention` (SDPA) in float64
+        with explicit boolean masks (the oracle) and in the dtype under test (the baseline), `torch.repeat_interleave`,
+        and float64 autograd through SDPA for the gradients.
+    """,
+    )
+    lesson.md(r"""
+        ## 1. The problem: attention reads the whole past at every step
+
+        A decoder generates one token at a time. To produce token $t$, every layer compares the new token's
+        **query** with the **keys** of all $t$ earlier tokens and averages their **values**. Recomputing those keys
+        and values at every step would cost $O(t)$ matrix multiplies per step, so every inference engine keeps
+        them: the **KV cache** (KV 缓存). Its size per token is
+
+        $$
+        \text{bytes per token} = 2 \times n_{\text{layers}} \times H_{kv} \times D \times \text{bytes per element},
+        $$
+
+        the 2 counting keys and values, $H_{kv}$ the number of key/value heads and $D$ the head size.
+
+        | model | layers | $H_q$ | $H_{kv}$ | $D$ | KV cache per token (fp16) |
+        | --- | --- | --- | --- | --- | --- |
+        | Llama-2-7B (MHA) | 32 | 32 | 32 | 128 | $2 \cdot 32 \cdot 32 \cdot 128 \cdot 2$ B = 512 KiB |
+        | Llama-3-8B (GQA) | 32 | 32 | 8 | 128 | 128 KiB |
+        | Llama-2-70B / Llama-3-70B (GQA) | 80 | 64 | 8 | 128 | 320 KiB |
+        | the same 70B with MHA | 80 | 64 | 64 | 128 | 2560 KiB |
+        | Falcon-7B (MQA) | 32 | 71 | 1 | 64 | 8 KiB |
+
+        During decoding each step reads the whole cache once and does about 2 FLOPs per cached byte-pair of
+        $q \cdot k$ and $p \cdot v$: arithmetic intensity is tiny, so decode speed is set by how many bytes of cache
+        a GPU can read per second. Fewer KV heads means fewer bytes, a bigger batch in the same memory, and faster
+        steps. That is the whole motivation for MQA (Shazeer, 2019, *Fast Transformer Decoding: One Write-Head is
+        All You Need*) and GQA (Ainslie et al., 2023, *GQA: Training Generalized Multi-Query Transformer Models from
+        Multi-Head Checkpoints*).
+
+        ## 2. The math, with shapes
+
+        One layer's attention takes queries, keys and values already projected and split into heads:
+
+        - `q`: $(B, H_q, S_q, D)$, `k`, `v`: $(B, H_{kv}, S_k, D)$, with $H_q = g \cdot H_{kv}$ for an integer group
+          size $g$ (`n_rep` in Hugging Face's code).
+        - **MHA**: $g = 1$. **MQA**: $H_{kv} = 1$, $g = H_q$. **GQA**: anything in between (Llama 3: $g = 4$).
+
+        Query head $h$ uses key/value head $\lfloor h / g \rfloor$: consecutive query heads share a KV head. For each
+        batch row $b$ and query head $h$,
+
+        $$
+        S = \frac{Q_{b,h} K_{b,\lfloor h/g \rfloor}^\top}{\sqrt{D}} \in \mathbb{R}^{S_q \times S_k}, \qquad
+        P = \operatorname{softmax}_{\text{row}}\!\big(S + M\big), \qquad
+        O_{b,h} = P\, V_{b,\lfloor h/g \rfloor} \in \mathbb{R}^{S_q \times D},
+        $$
+
+        with $M_{ij} = 0$ where query $i$ may see key $j$ and $-\infty$ where it may not. The output is
+        $(B, H_q, S_q, D)$ in the input dtype.
+
+        **Masks.** Two reasons to hide a key:
+
+        1. *Causal*: a token may not see the future. With a KV cache, the $S_q$ new queries are the **last** $S_q$
+           positions of the sequence: query $i$ sits at absolute position $S_k - S_q + i$ and may see keys
+           $j \le S_k - S_q + i$. This is a lower triangle aligned to the **bottom-right** corner of the
+           $S_q \times S_k$ score matrix. During decoding ($S_q = 1$) the single query sees every key.
+        2. *Padding*: batched prompts of different lengths are padded to one length. `key_padding_mask`, $(B, S_k)$
+           bool with `True` for a real token, hides the padding keys from every query.
+
+        **A trap in SDPA.** `F.scaled_dot_product_attention(..., is_causal=True)` builds `tril(ones(S_q, S_k))`, a
+        triangle aligned to the **top-left** corner: query $i$ sees keys $j \le i$. For $S_q = S_k$ the two
+        alignments agree. For $S_q = 1$ (a decoding step) top-left lets the new token see only key 0, which is
+        silently wrong. FlashAttention 2.1+ and this lesson use bottom-right; with SDPA you pass an explicit mask.
+        The picture below shows both.
+
+        **A query row with no visible key.** With left padding and a causal mask, a padding query at position 0
+        may see only key 0, which is padding: every entry of its row of $M$ is $-\infty$ and the softmax is
+        $0/0 = $ NaN. Such a row's output is never used, but a NaN in it can still leak, e.g. into a sum, a
+        gradient, or a loss with a forgotten mask. This lesson's rule, the same as FlashAttention's and recent SDPA's:
+        **a query that may see no key outputs zeros**, and its gradients are zeros, never NaN.
+
+        **Precision.** In fp16 and bf16 the scores, the softmax and its normaliser are computed in float32 and the
+        output is cast back. bf16 keeps 8 significant bits, so a softmax in bf16 rounds every probability to about
+        2 decimal digits, and a sum of thousands of them drifts.
+    """)
+    lesson.setup(r"""
+        import math
+
+        import matplotlib.pyplot as plt
+        import torch
+        import torch.nn.functional as F
+    """)
+    lesson.code(r"""
+        def causal_picture(num_queries, num_keys, bottom_right):
+            offset = num_keys - num_queries if bottom_right else 0
+            return torch.ones(num_queries, num_keys).tril(diagonal=offset)
+
+        fig, axes = plt.subplots(1, 3, figsize=(9, 2.6))
+        cases = [(6, 6, True, "S_q = S_k = 6 (both agree)"), (2, 6, True, "S_q = 2, S_k = 6, bottom-right"),
+                 (2, 6, False, "S_q = 2, S_k = 6, top-left (SDPA)")]
+        for ax, (sq, sk, bottom_right, title) in zip(axes, cases):
+            ax.imshow(causal_picture(sq, sk, bottom_right), cmap="Blues", vmin=0, vmax=1.3)
+            ax.set_title(title, fontsize=9); ax.set_xlabel("key position j"); ax.set_ylabel("query i")
+            ax.set_xticks(range(sk)); ax.set_yticks(range(sq))
+        fig.suptitle("dark = query i may see key j", fontsize=10)
+        fig.tight_layout()
+        plt.show()
+    """)
+    lesson.md(r"""
+        ## 3. Exercise `repeat_kv`: from $H_{kv}$ heads to $H_q$ heads
+
+        The simplest way to run GQA is to copy each KV head $g$ times and then do ordinary multi-head attention.
+        Output head $h$ must be input head $\lfloor h/g \rfloor$: heads $[0, 0, 1, 1, 2, 2]$ for $H_{kv} = 3$,
+        $g = 2$, never $[0, 1, 2, 0, 1, 2]$. The second order (tiling) has the right shape, runs, and pairs every
+        query head with the wrong key head. A checkpoint trained with one grouping gives garbage with the other.
+
+        Hugging Face's `repeat_kv` does it with `expand` (a view, no copy) and one `reshape` (one copy). Shapes:
+        $(B, H_{kv}, S, D) \to (B, H_{kv}, 1, S, D) \to (B, H_{kv}, g, S, D) \to (B, H_{kv} g, S, D)$.
+    """)
+    lesson.exercise(
+        "repeat_kv",
+        r'''
+        def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
+            """Repeat each key/value head n_rep times, consecutively.
+
+            x:       (B, H_kv, S, D) any dtype
+            returns  (B, H_kv * n_rep, S, D), same dtype; output head h is input head h // n_rep
+            """
+            # TODO: n_rep == 1 needs no copy: return x
+            # TODO: insert a group axis after the head axis, expand it to n_rep, merge it with the head axis
+            ### BEGIN SOLUTION
+            if n_rep == 1:
+                return x
+            B, H_kv, S, D = x.shape
+            expanded = x[:, :, None, :, :].expand(B, H_kv, n_rep, S, D)  # (B, H_kv, n_rep, S, D), a view
+            return expanded.reshape(B, H_kv * n_rep, S, D)  # (B, H_q, S, D): head h is h // n_rep
+            ### END SOLUTION
+    ''',
+    )
+    lesson.md(r"""
+        ## 4. Exercise `attention`: one function for MHA, MQA and GQA
+
+        Write the reference attention every later lesson builds on (the Llama block of the next lessons calls
+        it). Steps, with shapes:
+
+        1. `g = H_q // H_kv` (refuse an $H_q$ that is not a multiple of $H_{kv}$ with a clear error); repeat `k`, `v`
+           to $(B, H_q, S_k, D)$.
+        2. Scores in float32 (float64 stays float64): $(B, H_q, S_q, S_k)$, times $1/\sqrt{D}$.
+        3. The allowed-key mask, broadcastable to $(B, H_q, S_q, S_k)$: bottom-right causal
+           `tril(ones(S_q, S_k), diagonal=S_k - S_q)` and/or `key_padding_mask[:, None, None, :]`.
+        4. Softmax over keys with masked scores at $-\infty$, and rows with no visible key set to **zero**, with no NaN
+           in the forward or the backward pass. One way: subtract the row max where it is finite, exponentiate, and
+           divide by the row sum clamped away from 0 (a row of all-masked keys sums to 0 and gives $0/\epsilon = 0$).
+        5. $P V$: $(B, H_q, S_q, D)$, cast back to `q`'s dtype.
+
+        Hint on step 4: `masked_fill(~allowed, -inf)` followed by `torch.softmax` is correct for every row that has
+        a visible key; it is the all-masked rows where it returns NaN.
+    """)
+    lesson.exercise(
+        "attention",
+        r'''
+        def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,
+                      key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+            """Scaled dot-product attention for MHA, MQA and GQA.
+
+            q:                 (B, H_q, S_q, D) float16 / bfloat16 / float32 / float64
+            k, v:              (B, H_kv, S_k, D) same dtype; H_q must be a multiple of H_kv
+            causal:            query i sits at absolute position S_k - S_q + i and sees keys j <= S_k - S_q + i
+                               (bottom-right aligned, what a KV cache needs)
+            key_padding_mask:  (B, S_k) bool, True = a real token that may be attended to; None = all real
+            returns            (B, H_q, S_q, D) in q's dtype; scale 1/sqrt(D); softmax in float32 (float64 stays);
+                               a query row that may see no key at all returns zeros (and zero gradients, no NaN)
+            """
+            B, H_q, S_q, D = q.shape
+            H_kv, S_k = k.shape[1], k.shape[2]
+            # TODO: refuse H_q that is not a multiple of H_kv (ValueError with both numbers)
+            # TODO: repeat the KV heads to H_q heads
+            # TODO: scores in at least float32, scaled by 1 / sqrt(D): (B, H_q, S_q, S_k)
+            # TODO: the allowed mask: bottom-right causal triangle and/or the padding mask, broadcast to the scores
+            # TODO: softmax over keys; rows with no allowed key must come out as zeros, with no NaN anywhere
+            # TODO: probabilities @ values, cast back to q's dtype: (B, H_q, S_q, D)
+            ### BEGIN SOLUTION
+            if H_q % H_kv:
+                raise ValueError(f"the number of query heads ({H_q}) must be a multiple of the KV heads ({H_kv})")
+            compute_dtype = torch.promote_types(q.dtype, torch.float32)
+            k = repeat_kv(k, H_q // H_kv).to(compute_dtype)  # (B, H_q, S_k, D)
+            v = repeat_kv(v, H_q // H_kv).to(compute_dtype)  # (B, H_q, S_k, D)
+            scores = q.to(compute_dtype) @ k.transpose(-2, -1) / math.sqrt(D)  # (B, H_q, S_q, S_k)
+
+            allowed = torch.ones(S_q, S_k, dtype=torch.bool, device=q.device)  # (S_q, S_k)
+            if causal:
+                allowed = allowed.tril(diagonal=S_k - S_q)  # query i is at position S_k - S_q + i
+            allowed = allowed[None, None]  # (1, 1, S_q, S_k)
+            if key_padding_mask is not None:
+                allowed = allowed & key_padding_mask[:, None, None, :].bool()  # (B, 1, S_q, S_k)
+
+            scores = scores.masked_fill(~allowed, float("-inf"))
+            row_max = scores.amax(dim=-1, keepdim=True)  # (B, H_q, S_q, 1), -inf for an all-masked row
+            row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))
+            weights = torch.exp(scores - row_max)  # masked entries are exp(-inf) = 0
+            denominator = weights.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(compute_dtype).tiny)
+            probs = weights / denominator  # an all-masked row: 0 / tiny = 0
+            return (probs @ v).to(q.dtype)  # (B, H_q, S_q, D)
+            ### END SOLUTION
+    ''',
+    )
+    lesson.md(r"""
+        The checks compare with SDPA in float64 (and in your dtype, for the tolerance) using explicit boolean masks
+        that they build themselves, for MHA, GQA and MQA, $S_q \ne S_k$, left and right padding, one-token decoding
+        steps, fp16 and bf16 inputs, and gradients. A query row with nothing to see must return exact zeros.
+    """)
+    lesson.md(r"""
+        ## 5. Exercise `KVCache`: decoding one token at a time
+
+        Prefill (预填充) runs the prompt through the model in one call: $S_q = S_k = $ prompt length. Each decoding
+        step then feeds **one** new token: its query, key and value are $(B, H, 1, D)$. The layer appends the new key
+        and value to its cache and attends from the one query to every cached position, with the bottom-right causal
+        mask, which for $S_q = 1$ lets it see everything. If the cache is right, the step's output equals row $t$ of
+        a full causal attention over all $t + 1$ tokens, to rounding.
+
+        Write a cache for one layer: `update(k, v)` takes the new keys and values, $(B, H_{kv}, S_{new}, D)$,
+        appends them along the sequence axis (dim 2), and returns all cached keys and values so far,
+        $(B, H_{kv}, S_{past} + S_{new}, D)$. `length` is the number of cached positions (0 when empty). It
+        stores $H_{kv}$ heads, not $H_q$: repeat after the cache, never before, or GQA saves nothing.
+    """)
+    lesson.exercise(
+        "KVCache",
+        r'''
+        class KVCache:
+            """Keys and values of one attention layer, grown along the sequence axis.
+
+            update(k, v): k, v (B, H_kv, S_new, D) -> (k_all, v_all), each (B, H_kv, length, D)
+            length:       int, the number of cached positions (0 before the first update)
+            """
+
+            def __init__(self):
+                self.keys: torch.Tensor | None = None    # (B, H_kv, length, D) once filled
+                self.values: torch.Tensor | None = None
+                self.length = 0
+
+            def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                # TODO: the first update stores k and v; later ones append along the sequence axis (dim 2)
+                # TODO: keep length equal to the number of cached positions
+                # TODO: return all keys and values cached so far
+                ### BEGIN SOLUTION
+                if self.keys is None:
+                    self.keys, self.values = k, v  # (B, H_kv, S_new, D)
+                else:
+                    self.keys = torch.cat((self.keys, k), dim=2)  # (B, H_kv, length + S_new, D)
+                    self.values = torch.cat((self.values, v), dim=2)
+                self.length += k.shape[2]
+                return self.keys, self.values
+                ### END SOLUTION
+    ''',
+    )
+    lesson.md(r"""
+        The checks prefill a prompt, then decode single tokens and a chunk of three, and compare every step's output
+        (SDPA over the cached keys and values, with a bottom-right mask) with the matching rows of full causal
+        attention over the whole sequence. They also check the returned tensors against the exact concatenation, and
+        `length` after every update.
+    """)
+    lesson.md(r"""
+        ### Decoding with your cache: the memory it holds
+
+        The cell below decodes 64 tokens through your `attention` and `KVCache` for a GQA layer and an MHA layer
+        of the same query width, checks each step against full recomputation, and plots how many bytes each cache
+        holds. The lines grow linearly with the context, and the GQA line is $H_q / H_{kv}$ times lower.
+    """)
+    lesson.code(r"""
+        torch.manual_seed(0)
+        batch, num_heads, head_dim, steps = 2, 8, 32, 64
+        fig, ax = plt.subplots(figsize=(6, 3.2))
+        for num_kv_heads, label in ((8, "MHA (H_kv = 8)"), (2, "GQA (H_kv = 2)"), (1, "MQA (H_kv = 1)")):
+            q = torch.randn(batch, num_heads, steps, head_dim)
+            k = torch.randn(batch, num_kv_heads, steps, head_dim)
+            v = torch.randn(batch, num_kv_heads, steps, head_dim)
+            try:
+                full = attention(q, k, v, causal=True)
+                cache, sizes, worst = KVCache(), [], 0.0
+                for t in range(steps):
+                    k_all, v_all = cache.update(k[:, :, t : t + 1], v[:, :, t : t + 1])
+                    step = attention(q[:, :, t : t + 1], k_all, v_all, causal=True)
+                    worst = max(worst, (step - full[:, :, t : t + 1]).abs().max().item())
+                    sizes.append((k_all.numel() + v_all.numel()) * k_all.element_size() / 1024)
+            except NotImplementedError:
+                print("attention or KVCache not attempted yet: nothing to plot")
+                break
+            print(f"{label}: largest difference decode vs full = {worst:.2e}")
+            ax.plot(range(1, steps + 1), sizes, label=label)
+        ax.set_xlabel("cached tokens"); ax.set_ylabel("KV cache of this layer (KiB, fp32)")
+        ax.set_title("one layer, B = 2, H_q = 8, D = 32"); ax.legend()
+        fig.tight_layout()
+        plt.show()
+    """)
+    lesson.stop()
+    lesson.md(r"""
+        ## 6. Reading the solutions
+
+        **`repeat_kv`.** `x[:, :, None]` adds the group axis *after* the head axis, so `reshape` lays the copies of
+        head 0 first, then those of head 1: output head $h$ is input head $h // g$. `expand` is free (stride 0);
+        `reshape` then copies, because the merged axis is not contiguous. Hugging Face's `repeat_kv` is the same
+        three lines. The same result comes from `torch.repeat_interleave(x, g, dim=1)`, which is what the checks
+        use as a reference.
+
+        **`attention`.** The `ValueError` turns a wrong config ($H_q = 6$, $H_{kv} = 4$) into a message instead of a
+        shape error two calls later. The scores are computed in float32 (`torch.promote_types` keeps float64).
+        `tril(diagonal=S_k - S_q)` is the bottom-right triangle; `diagonal=0` would be SDPA's top-left one. The
+        padding mask is broadcast over heads and queries: `[:, None, None, :]` takes $(B, S_k)$ to
+        $(B, 1, 1, S_k)$. The softmax is written out so that an all-masked row never produces NaN: its max is
+        $-\infty$ and is replaced by 0, every weight is $\exp(-\infty) = 0$, and the clamped denominator gives
+        exactly 0. Because no intermediate is NaN, the backward pass is clean too: the gradient flowing into an
+        all-masked row is multiplied by probabilities that are all zero.
+
+        **The mistakes the checks catch** (each one is a mutant in `tests/mutants/p02_attention_mha_gqa.py`):
+        - *Tiling the KV heads* (`x.repeat(1, g, 1, 1)`, or the group axis in front of the head axis): query head $h$
+          uses KV head $h \bmod H_{kv}$. Right shape, wrong pairing; MHA ($g = 1$) and MQA ($H_{kv} = 1$) still pass,
+          only real GQA exposes it.
+        - *Top-left causal mask* (`tril()` without the offset): identical for prefill, wrong for every decoding step.
+        - *A causal mask off by one* (`diagonal=S_k - S_q - 1`): every token loses sight of itself.
+        - *Scale $1/D$ instead of $1/\sqrt D$*: the softmax becomes too flat.
+        - *`masked_fill(-inf)` + `torch.softmax`*: correct everywhere except the all-masked rows, which are NaN.
+        - *A large negative number instead of $-\infty$* (`-1e9`, or `finfo.min` as Hugging Face's eager path uses):
+          an all-masked row then attends **uniformly to the padding**, which is finite but not zero.
+        - *The padding mask on the query axis* instead of the key axis.
+        - *Softmax in fp16/bf16*: the probabilities are rounded to 8 or 11 bits before the weighted sum.
+        - *A cache that returns only the new keys*, or counts calls instead of positions.
+
+        **Cost.** Scores and $PV$ are $2 \cdot 2 \cdot B H_q S_q S_k D$ FLOPs. This implementation materialises the
+        $(B, H_q, S_q, S_k)$ score matrix in float32: at $S = 8192$, 32 heads and batch 1 that is 8 GiB for one
+        layer, which is why nobody runs attention this way in production. `repeat_kv` also copies the cache $g$
+        times per step, throwing away the bandwidth GQA saved. Both problems are solved inside the kernel.
+
+        **What production code does.**
+        - *FlashAttention* (Dao et al., 2022; FlashAttention-2, 2023) tiles $Q$, $K$, $V$ into SRAM and uses the
+          online softmax, so the $S_q \times S_k$ matrix is never written to memory. GQA is handled by indexing:
+          query head $h$ reads KV head $h // g$ directly, no copy. Causal masking is bottom-right since 2.1, and
+          fully masked tiles are skipped, so causal attention costs about half. A row with no visible key has
+          log-sum-exp $-\infty$ and returns zeros. Part 03 writes this kernel in Triton.
+        - *SDPA* dispatches to a flash, memory-efficient, cuDNN or math backend. `enable_gqa=True` (torch 2.5+)
+          accepts fewer KV heads without `repeat_kv`; `is_causal` is top-left, so decoding code passes
+          `is_causal=False` for $S_q = 1$ or an explicit mask.
+        - *vLLM* stores the cache in fixed-size blocks (PagedAttention, Kwon et al., 2023) instead of one growing
+          tensor: `torch.cat` re-copies the whole cache on every step, $O(t^2)$ bytes over a generation. Hugging
+          Face's `DynamicCache` does grow by `torch.cat`, like your solution; its `StaticCache` preallocates
+          `max_cache_len` positions so that `torch.compile` sees fixed shapes. vLLM's decode kernels read KV heads
+          once per group of query heads, which is where GQA's bandwidth saving is cashed in.
+        - *Quantised caches* (FP8 KV cache in vLLM and TensorRT-LLM) halve the bytes per token again, and DeepSeek's
+          multi-head latent attention (the next lesson) caches one compressed latent instead of per-head keys.
+    """)
+    return lesson

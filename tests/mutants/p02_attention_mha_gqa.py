@@ -1,0 +1,110 @@
+"""Realistic wrong versions of the p02.attention_mha_gqa solutions; every one must be rejected by a check."""
+
+from llm_algo.mutants import Mutant
+
+MUTANTS = [
+    # repeat_kv
+    Mutant(
+        "repeat_kv",
+        "tiles_heads",
+        "puts the group axis before the head axis: head h uses KV head h % H_kv (x.repeat order)",
+        [
+            (
+                "x[:, :, None, :, :].expand(B, H_kv, n_rep, S, D)",
+                "x[:, None, :, :, :].expand(B, n_rep, H_kv, S, D)",
+            )
+        ],
+    ),
+    Mutant(
+        "repeat_kv",
+        "repeats_positions",
+        "inserts the copies after the sequence axis, then reshapes: positions get mixed into heads",
+        [
+            (
+                "x[:, :, None, :, :].expand(B, H_kv, n_rep, S, D)",
+                "x[:, :, :, None, :].expand(B, H_kv, S, n_rep, D)",
+            )
+        ],
+    ),
+    # attention
+    Mutant(
+        "attention",
+        "top_left_causal",
+        "uses SDPA's top-left causal triangle (tril without the S_k - S_q offset)",
+        [("allowed.tril(diagonal=S_k - S_q)", "allowed.tril()")],
+    ),
+    Mutant(
+        "attention",
+        "causal_off_by_one",
+        "a strict causal mask: a token cannot see itself",
+        [("allowed.tril(diagonal=S_k - S_q)", "allowed.tril(diagonal=S_k - S_q - 1)")],
+    ),
+    Mutant(
+        "attention",
+        "scale_one_over_d",
+        "scales the scores by 1/D instead of 1/sqrt(D)",
+        [("/ math.sqrt(D)", "/ D")],
+    ),
+    Mutant(
+        "attention",
+        "tiled_grouping",
+        "repeats the KV heads by tiling (torch .repeat): query head h uses KV head h % H_kv",
+        [
+            ("k = repeat_kv(k, H_q // H_kv)", "k = k.repeat(1, H_q // H_kv, 1, 1)"),
+            ("v = repeat_kv(v, H_q // H_kv)", "v = v.repeat(1, H_q // H_kv, 1, 1)"),
+        ],
+    ),
+    Mutant(
+        "attention",
+        "padding_on_queries",
+        "broadcasts the padding mask over the query axis instead of the key axis",
+        [("key_padding_mask[:, None, None, :]", "key_padding_mask[:, None, :, None]")],
+    ),
+    Mutant(
+        "attention",
+        "plain_softmax_nan_rows",
+        "masked_fill(-inf) followed by torch.softmax: rows with no visible key become NaN",
+        [
+            (
+                "probs = weights / denominator",
+                "probs = torch.softmax(scores, dim=-1)",
+            )
+        ],
+    ),
+    Mutant(
+        "attention",
+        "finite_mask_value",
+        "masks with finfo.min instead of -inf: an all-masked row averages the padding uniformly",
+        [
+            (
+                'scores.masked_fill(~allowed, float("-inf"))',
+                "scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)",
+            )
+        ],
+    ),
+    Mutant(
+        "attention",
+        "softmax_in_input_dtype",
+        "computes scores and softmax in fp16/bf16 instead of float32",
+        [("compute_dtype = torch.promote_types(q.dtype, torch.float32)", "compute_dtype = q.dtype")],
+    ),
+    # KVCache
+    Mutant(
+        "KVCache",
+        "returns_only_new",
+        "stores the concatenation but returns only the new keys and values",
+        [("return self.keys, self.values", "return k, v")],
+    ),
+    Mutant(
+        "KVCache",
+        "counts_calls",
+        "length counts updates instead of positions",
+        [("self.length += k.shape[2]", "self.length += 1")],
+    ),
+    Mutant(
+        "KVCache",
+        "overwrites",
+        "replaces the cache with each new chunk instead of appending",
+        [("self.keys = torch.cat((self.keys, k), dim=2)", "self.keys = k")],
+    ),
+]
