@@ -1,0 +1,270 @@
+"""Checks for p03.matmul. References: `torch.matmul` in float64 (and in the dtype under test as the error
+baseline), a loop specification of the grouped tile order written here, and guard elements around the output
+that catch writes a missing mask lets through (the gate, see llm_algo.kernel_checks).
+
+`grouped_tile` is a `@triton.jit` function: the checks run it through a one-program kernel that maps a whole
+block of program ids at once (the function arrives as a `tl.constexpr` argument)."""
+
+from functools import lru_cache
+
+import torch
+
+from llm_algo.bench import baseline_rows, flops_row
+from llm_algo.checking import Checks, describe, expect, expect_close, expect_tensor
+from llm_algo.device import policy, triton_device, triton_dtypes
+from llm_algo.kernel_checks import expect_guard_untouched, expect_refused, guarded, random_window
+
+checks = Checks("p03.matmul", triton=True)
+HINT_K_MASK = "mask the K dimension in both loads (k index < K - step * BLOCK_K) with other=0.0"
+
+
+def compiled() -> bool:
+    return policy().triton_path == "compiled"
+
+
+# ------------------------------------------------------------------------------------------ grouped_tile
+
+
+def spec_order(num_pid_m: int, num_pid_n: int, group_m: int) -> list[tuple[int, int]]:
+    """The grouped order by its definition: groups of group_m tile rows (the last one shorter), and inside a group
+    the tiles column by column, top to bottom."""
+    order = []
+    for first_row in range(0, num_pid_m, group_m):
+        rows = range(first_row, min(first_row + group_m, num_pid_m))
+        for col in range(num_pid_n):
+            order.extend((row, col) for row in rows)
+    return order
+
+
+@lru_cache(maxsize=1)
+def tile_map_kernel():
+    """A one-program kernel that maps a block of program ids through TILE_FN. Defined on first use, after the device
+    policy has switched the interpreter on where needed (triton.jit decides interpreted or compiled when it runs)."""
+    policy()
+    import triton  # imported only now: triton.language's own @jit helpers (tl.cdiv ...) are decided at import
+    import triton.language as tl
+
+    @triton.jit
+    def kernel(
+        out_m_ptr,
+        out_n_ptr,
+        num_pids,
+        num_pid_m,
+        num_pid_n,
+        GROUP_M: tl.constexpr,
+        BLOCK: tl.constexpr,
+        TILE_FN: tl.constexpr,
+    ):
+        lanes = tl.arange(0, BLOCK)
+        pid = tl.minimum(lanes, num_pids - 1)  # lanes past the end repeat the last pid and are not stored
+        pid_m, pid_n = TILE_FN(pid, num_pid_m, num_pid_n, GROUP_M)
+        tl.store(out_m_ptr + pid, pid_m, mask=lanes < num_pids)
+        tl.store(out_n_ptr + pid, pid_n, mask=lanes < num_pids)
+
+    return kernel
+
+
+def tile_map(ex, num_pid_m: int, num_pid_n: int, group_m: int) -> list[tuple[int, int]]:
+    num_pids = num_pid_m * num_pid_n
+    out_m = torch.full((num_pids,), -1, dtype=torch.int32, device=triton_device())
+    out_n = torch.full((num_pids,), -1, dtype=torch.int32, device=triton_device())
+    block = 1 << (num_pids - 1).bit_length()
+    tile_map_kernel()[(1,)](out_m, out_n, num_pids, num_pid_m, num_pid_n, group_m, block, ex.grouped_tile)
+    return list(zip(out_m.tolist(), out_n.tolist(), strict=True))
+
+
+def expect_order(ex, num_pid_m, num_pid_n, group_m, hint):
+    got = tile_map(ex, num_pid_m, num_pid_n, group_m)
+    want = spec_order(num_pid_m, num_pid_n, group_m)
+    bad = [pid for pid, (g, w) in enumerate(zip(got, want, strict=True)) if g != w]
+    expect(
+        not bad,
+        f"{len(bad)} of {len(want)} program ids map to the wrong tile",
+        input=f"num_pid_m={num_pid_m}, num_pid_n={num_pid_n}, GROUP_M={group_m}",
+        expected=f"pid {bad[0]} -> {want[bad[0]]}" if bad else "",
+        got=f"pid {bad[0]} -> {got[bad[0]]}" if bad else "",
+        hint=hint,
+    )
+
+
+@checks("grouped_tile")
+def hand_checkable_grid(ex):
+    """a 4 x 3 grid of tiles, GROUP_M = 2: pids 0..5 cover rows 0-1 column by column, 6..11 rows 2-3"""
+    expect_order(
+        ex, 4, 3, 2, hint="inside a group the row moves fastest: pid_m = first + r % height, pid_n = r // height"
+    )
+
+
+@checks("grouped_tile")
+def every_tile_exactly_once(ex):
+    """grids whose last group is short (5 x 3 with GROUP_M 2, 7 x 4 with 3, 9 x 5 with 8): a permutation of the tiles"""
+    for num_pid_m, num_pid_n, group_m in ((5, 3, 2), (7, 4, 3), (9, 5, 8), (3, 7, 8)):
+        got = tile_map(ex, num_pid_m, num_pid_n, group_m)
+        label = f"num_pid_m={num_pid_m}, num_pid_n={num_pid_n}, GROUP_M={group_m}"
+        everything = {(m, n) for m in range(num_pid_m) for n in range(num_pid_n)}
+        missing, outside = everything - set(got), set(got) - everything
+        expect(
+            not missing and not outside and len(set(got)) == len(got),
+            "the programs do not cover every tile exactly once",
+            input=label,
+            expected=f"all {len(everything)} tiles, each once",
+            got=f"{len(missing)} tiles never computed, {len(outside)} tiles outside the grid, "
+            f"{len(got) - len(set(got))} computed twice",
+            hint="the last group has min(num_pid_m - first_pid_m, GROUP_M) rows: use that height in % and //",
+        )
+        expect_order(ex, num_pid_m, num_pid_n, group_m, hint="the short last group wraps at its own height")
+
+
+@checks("grouped_tile")
+def degenerate_groups(ex):
+    """GROUP_M = 1 is row-major; GROUP_M >= num_pid_m is column-major; a single row or column of tiles"""
+    for num_pid_m, num_pid_n, group_m in ((4, 5, 1), (3, 4, 4), (6, 2, 16), (1, 9, 4), (11, 1, 4)):
+        expect_order(ex, num_pid_m, num_pid_n, group_m, hint="check the formula at the extremes of GROUP_M")
+
+
+# ------------------------------------------------------------------------------------------------ matmul
+
+
+def oracle(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return a.double().cpu() @ b.double().cpu()
+
+
+def baseline(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.matmul(a, b)
+
+
+def operands(M, N, K, dtype, layout):
+    """(a, b) of shapes (M, K), (K, N) in one of several memory layouts."""
+    make = lambda *shape: torch.randn(*shape, device=triton_device()).to(dtype)
+    if layout == "contiguous":
+        return make(M, K), make(K, N)
+    if layout == "a transposed (a = t.T)":
+        return make(K, M).T, make(K, N)
+    if layout == "b transposed (b = w.T, as in F.linear)":
+        return make(M, K), make(N, K).T
+    if layout == "both sliced with a step":
+        return make(M, 2 * K)[:, ::2], make(2 * K, N)[::2]
+    raise ValueError(layout)
+
+
+def expect_matmul(ex, a, b, label, hint, **kwargs):
+    got = ex.matmul(a, b, **kwargs)
+    expect_tensor(got, shape=(a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device.type, input=label)
+    expect_close(got, oracle(a, b), baseline=baseline(a, b), input=label, hint=hint)
+
+
+@checks("matmul", gate=True)
+def kernel_stays_inside_its_output(ex):
+    """matmul_kernel on windows of larger buffers, M=37 N=29 K=70 with 16 x 16 x 32 tiles: guards untouched"""
+    M, N, K = 37, 29, 70
+    a = random_window((M, K), (5, 26), device=triton_device())  # the padding holds random numbers: a read past
+    b = random_window((K, N), (26, 7), device=triton_device())  # K without the K mask sums them in
+    buffer, c = guarded((M, N), (11, 9), device=triton_device())
+    grid = (-(-M // 16) * -(-N // 16),)
+    ex.matmul_kernel[grid](
+        a, b, c, M, N, K,
+        a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+        BLOCK_M=16, BLOCK_N=16, BLOCK_K=32, GROUP_M=2, INPUT_PRECISION="ieee",
+    )  # fmt: skip
+    label = (
+        f"a (37, 70) window with strides {a.stride()}, b (70, 29), c (37, 29) window of a NaN buffer, 16x16x32 tiles"
+    )
+    expect_guard_untouched(buffer, (M, N), input=label, hint="mask the store on both edges: rows < M and cols < N")
+    expect_close(c, oracle(a, b), input=label, hint=HINT_K_MASK)
+
+
+@checks("matmul")
+def hand_checkable_product(ex):
+    """[[1, 2, 3], [4, 5, 6]] @ [[1, 0], [0, 1], [1, 1]] = [[4, 5], [10, 11]]"""
+    a = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], device=triton_device())
+    b = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], device=triton_device())
+    expect_close(
+        ex.matmul(a, b),
+        torch.tensor([[4.0, 5.0], [10.0, 11.0]], dtype=torch.float64),
+        input="a=[[1, 2, 3], [4, 5, 6]], b=[[1, 0], [0, 1], [1, 1]]",
+        hint="C[i, j] = sum over k of A[i, k] * B[k, j]; K = 3 is one partial K block",
+    )
+
+
+@checks("matmul")
+def ragged_shapes_and_dtypes(ex):
+    """M, N, K not multiples of the tile (1x1x1, 37x29x70, 5x130x33, 64x64x64), fp32 and fp16 (bf16 compiled)"""
+    shapes = [(1, 1, 1), (37, 29, 70), (5, 130, 33), (64, 64, 64), (1, 40, 100)]
+    if compiled():
+        shapes += [(1000, 3000, 515), (4097, 511, 257), (2048, 2048, 2048)]
+    for dtype in triton_dtypes():
+        for M, N, K in shapes:
+            a, b = operands(M, N, K, dtype, "contiguous")
+            expect_matmul(
+                ex, a, b, describe(a=a, b=b), hint=HINT_K_MASK + "; launch cdiv(M, BM) * cdiv(N, BN) programs"
+            )
+
+
+@checks("matmul")
+def transposed_and_strided_operands(ex):
+    """a = t.T, b = w.T (the F.linear layout) and step-sliced views: every stride from .stride(i)"""
+    shapes = [(37, 29, 70)] + ([(1024, 768, 1000)] if compiled() else [])
+    for dtype in triton_dtypes():
+        for M, N, K in shapes:
+            for layout in (
+                "a transposed (a = t.T)",
+                "b transposed (b = w.T, as in F.linear)",
+                "both sliced with a step",
+            ):
+                a, b = operands(M, N, K, dtype, layout)
+                label = f"{describe(a=a, b=b)}, {layout}, strides a{a.stride()} b{b.stride()}"
+                expect_matmul(
+                    ex, a, b, label,
+                    hint="build pointers from stride_am/stride_ak/stride_bk/stride_bn and advance by BLOCK_K * stride_ak",
+                )  # fmt: skip
+
+
+@checks("matmul")
+def long_k_accumulates_in_float32(ex):
+    """fp16 with K = 2048 (and 8192 compiled): the sum of thousands of products needs a float32 accumulator"""
+    for M, N, K in [(32, 48, 2048)] + ([(256, 256, 8192)] if compiled() else []):
+        a, b = operands(M, N, K, torch.float16, "contiguous")
+        expect_matmul(ex, a, b, describe(a=a, b=b), hint="accumulate in tl.float32 and cast once, after the K loop")
+
+
+@checks("matmul")
+def fp32_is_full_precision_unless_tf32_allowed(ex):
+    """fp32 inputs match float64 to fp32 accuracy (TF32 only with allow_tf32=True, then within TF32's error)"""
+    a, b = operands(64, 80, 300, torch.float32, "contiguous")
+    expect_matmul(ex, a, b, describe(a=a, b=b), hint='fp32 inputs need tl.dot(..., input_precision="ieee")')
+    got = ex.matmul(a, b, allow_tf32=True)
+    expect_tensor(got, shape=(64, 80), dtype=torch.float32, input=describe(a=a, b=b) + ", allow_tf32=True")
+    tf32_baseline = baseline(a.to(torch.bfloat16), b.to(torch.bfloat16)).float()  # as coarse as TF32 or coarser
+    expect_close(got, oracle(a, b), baseline=tf32_baseline, input=describe(a=a, b=b) + ", allow_tf32=True")
+
+
+@checks("matmul")
+def rejects_what_it_cannot_multiply(ex):
+    """mismatched inner dimensions, mixed dtypes, 1-D and 3-D inputs, int inputs raise with a message"""
+    device = triton_device()
+    for label, a, b in (
+        ("a (4, 5), b (6, 3)", torch.randn(4, 5, device=device), torch.randn(6, 3, device=device)),
+        ("a float32, b float16", torch.randn(4, 5, device=device), torch.randn(5, 3, device=device).half()),
+        ("a (5,), b (5, 3)", torch.randn(5, device=device), torch.randn(5, 3, device=device)),
+        ("a (2, 4, 5), b (5, 3)", torch.randn(2, 4, 5, device=device), torch.randn(5, 3, device=device)),
+        (
+            "a, b int32",
+            torch.ones(4, 5, dtype=torch.int32, device=device),
+            torch.ones(5, 3, dtype=torch.int32, device=device),
+        ),
+    ):
+        expect_refused(lambda a=a, b=b: ex.matmul(a, b), input=label, hint="check shapes and dtypes before launching")
+
+
+def benchmark(ex):
+    """The issue's yardstick: fp16 and bf16 at 4096^3 and 8192^3, against torch.matmul (cuBLAS) eager and compiled."""
+    rows = []
+    for dtype in (torch.float16, torch.bfloat16):
+        for size in (4096, 8192):
+            a = torch.randn(size, size, device="cuda", dtype=dtype)
+            b = torch.randn(size, size, device="cuda", dtype=dtype)
+            flops = 2 * size**3
+            shape = f"{size}^3 {str(dtype).removeprefix('torch.')}"
+            rows.append(flops_row("matmul (Triton)", shape, lambda a=a, b=b: ex.matmul(a, b), flops))
+            rows += baseline_rows("torch.matmul", shape, baseline, (a, b), flops=flops)
+    return rows

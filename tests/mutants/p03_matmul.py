@@ -1,0 +1,100 @@
+"""Realistic wrong versions of the p03.matmul solutions; every one must be rejected by a check."""
+
+from llm_algo.mutants import Mutant
+
+MUTANTS = [
+    Mutant(
+        "grouped_tile",
+        "group_height_not_clamped",
+        "uses GROUP_M as the height of every group, so the short last group points past the grid",
+        [
+            (
+                "group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)",
+                "group_size_m = GROUP_M",
+            )
+        ],
+    ),
+    Mutant(
+        "grouped_tile",
+        "row_major_inside_group",
+        "walks a group row by row (pid_n fastest), which is plain row-major order overall",
+        [
+            (
+                "pid_m = first_pid_m + pid_in_group % group_size_m\n    pid_n = pid_in_group // group_size_m",
+                "pid_m = first_pid_m + pid_in_group // num_pid_n\n    pid_n = pid_in_group % num_pid_n",
+            )
+        ],
+    ),
+    Mutant(
+        "grouped_tile",
+        "modulo_by_group_m",
+        "clamps the height but still wraps the row at GROUP_M",
+        [("pid_m = first_pid_m + pid_in_group % group_size_m", "pid_m = first_pid_m + pid_in_group % GROUP_M")],
+    ),
+    Mutant(
+        "matmul",
+        "no_k_mask",
+        "loads without the K mask, so the last K step sums what lies past K",
+        [
+            (
+                "a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)",
+                "a = tl.load(a_ptrs)",
+            ),
+            (
+                "b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)",
+                "b = tl.load(b_ptrs)",
+            ),
+        ],
+    ),
+    Mutant(
+        "matmul",
+        "no_store_mask",
+        "stores the whole tile, past the edges of C",
+        [
+            (
+                "tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))",
+                "tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty))",
+            )
+        ],
+    ),
+    Mutant(
+        "matmul",
+        "assumes_contiguous",
+        "builds A's pointers as if A were contiguous (row stride K, column stride 1)",
+        [
+            (
+                "a_ptrs = a_ptr + rows_a[:, None] * stride_am + offs_k[None, :] * stride_ak",
+                "a_ptrs = a_ptr + rows_a[:, None] * K + offs_k[None, :]",
+            ),
+            ("a_ptrs += BLOCK_K * stride_ak", "a_ptrs += BLOCK_K"),
+        ],
+    ),
+    Mutant(
+        "matmul",
+        "advance_without_stride",
+        "advances B's pointers by BLOCK_K elements instead of BLOCK_K rows",
+        [("b_ptrs += BLOCK_K * stride_bk", "b_ptrs += BLOCK_K")],
+    ),
+    Mutant(
+        "matmul",
+        "fp16_accumulator",
+        "accumulates in the input dtype instead of float32",
+        [
+            (
+                "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+                "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=a_ptr.dtype.element_ty)",
+            )
+        ],
+    ),
+    Mutant(
+        "matmul",
+        "floor_grid",
+        "launches M // BLOCK_M * N // BLOCK_N programs, dropping the ragged edge tiles",
+        [
+            (
+                'grid = lambda META: (triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"]),)',
+                'grid = lambda META: (max(1, M // META["BLOCK_M"]) * max(1, N // META["BLOCK_N"]),)',
+            )
+        ],
+    ),
+]
