@@ -1,0 +1,87 @@
+"""Realistic wrong versions of the p02.moe_router solutions; every one must be rejected by a check."""
+
+from llm_algo.mutants import Mutant
+
+MUTANTS = [
+    # route_topk
+    Mutant(
+        "route_topk",
+        "always_renormalises",
+        "ignores normalize=False and always divides the k gates by their sum",
+        [("if normalize:", "if True:")],
+    ),
+    Mutant(
+        "route_topk",
+        "softmax_over_tokens",
+        "softmax over dim=0 (the tokens) instead of over the experts of each token",
+        [("logits.softmax(dim=-1)", "logits.softmax(dim=0)")],
+    ),
+    Mutant(
+        "route_topk",
+        "sigmoid_normalised_over_all_experts",
+        "divides the kept sigmoid scores by the sum over all E experts, as if they were a softmax",
+        [("gates / gates.sum(dim=-1, keepdim=True)", "gates / scores.sum(dim=-1, keepdim=True)")],
+    ),
+    Mutant(
+        "route_topk",
+        "scores_in_low_precision",
+        "computes the softmax in the logits' bf16/fp16 dtype and upcasts only the result",
+        [
+            ("logits = router_logits.to(compute_dtype)", "logits = router_logits"),
+            (
+                "gates, experts = torch.topk(scores, top_k, dim=-1)",
+                "gates, experts = torch.topk(scores.to(compute_dtype), top_k, dim=-1)",
+            ),
+        ],
+    ),
+    # assign_capacity_slots
+    Mutant(
+        "assign_capacity_slots",
+        "token_major_priority",
+        "serves token 0's choices, then token 1's, ... (a token's 2nd choice beats later tokens' 1st choices)",
+        [("experts.T.reshape(-1)", "experts.reshape(-1)"), ("slots.reshape(k, T).T", "slots.reshape(T, k)")],
+    ),
+    Mutant(
+        "assign_capacity_slots",
+        "slots_start_at_one",
+        "forgets the - 1: slots run 1..C and the C-th token is dropped",
+        [("(one_hot.cumsum(dim=0) * one_hot).sum(dim=-1) - 1", "(one_hot.cumsum(dim=0) * one_hot).sum(dim=-1)")],
+    ),
+    Mutant(
+        "assign_capacity_slots",
+        "keeps_one_too_many",
+        "position <= capacity: an expert keeps C + 1 tokens",
+        [("position < capacity", "position <= capacity")],
+    ),
+    # moe_layer
+    Mutant(
+        "moe_layer",
+        "capacity_floor",
+        "rounds the capacity down: one slot short when c * T * k / E is not an integer",
+        [("math.ceil(capacity_factor * T * top_k / E)", "int(capacity_factor * T * top_k / E)")],
+    ),
+    Mutant(
+        "moe_layer",
+        "capacity_without_top_k",
+        "C = ceil(c * T / E): forgets that every token makes k choices",
+        [("math.ceil(capacity_factor * T * top_k / E)", "math.ceil(capacity_factor * T / E)")],
+    ),
+    Mutant(
+        "moe_layer",
+        "dropped_choices_not_filtered",
+        "dispatches the dropped choices too: slot -1 overwrites each expert's last slot",
+        [("kept = slots >= 0", "kept = slots >= -1")],
+    ),
+    Mutant(
+        "moe_layer",
+        "gates_detached",
+        "detaches the gates: the forward pass is right, the router gets no gradient",
+        [("gates[kept].unsqueeze(1)", "gates[kept].detach().unsqueeze(1)")],
+    ),
+    Mutant(
+        "moe_layer",
+        "combine_without_gates",
+        "adds the expert outputs without multiplying by the gates",
+        [(" * gates[kept].unsqueeze(1).to(x.dtype)", "")],
+    ),
+]
