@@ -1,0 +1,131 @@
+"""Realistic wrong versions of the p02.adamw solutions; every one must be rejected by a check."""
+
+from llm_algo.mutants import Mutant
+
+MUTANTS = [
+    Mutant(
+        "adamw_step",
+        "no_bias_correction",
+        "divides by sqrt(v) + eps with the raw moments (no bias correction)",
+        [
+            ("bias_correction1 = 1 - beta1**step", "bias_correction1 = 1"),
+            ("bias_correction2 = 1 - beta2**step", "bias_correction2 = 1"),
+        ],
+    ),
+    Mutant(
+        "adamw_step",
+        "eps_inside_sqrt",
+        "puts eps under the square root: sqrt(v_hat + eps)",
+        [
+            (
+                "denom = second_moment.sqrt() / math.sqrt(bias_correction2) + eps",
+                "denom = (second_moment / bias_correction2 + eps).sqrt()",
+            )
+        ],
+    ),
+    Mutant(
+        "adamw_step",
+        "eps_before_bias_correction",
+        "adds eps to sqrt(v) before dividing by sqrt(1 - beta2^t)",
+        [
+            (
+                "denom = second_moment.sqrt() / math.sqrt(bias_correction2) + eps",
+                "denom = (second_moment.sqrt() + eps) / math.sqrt(bias_correction2)",
+            )
+        ],
+    ),
+    Mutant(
+        "adamw_step",
+        "adam_with_l2",
+        "adds weight_decay * param to the gradient (Adam + L2) instead of decoupled decay",
+        [
+            (
+                "param.mul_(1 - lr * weight_decay)",
+                "grad = grad + weight_decay * param",
+            )
+        ],
+    ),
+    Mutant(
+        "adamw_step",
+        "decay_without_lr",
+        "shrinks by (1 - weight_decay), forgetting that torch scales the decay by the learning rate",
+        [("param.mul_(1 - lr * weight_decay)", "param.mul_(1 - weight_decay)")],
+    ),
+    Mutant(
+        "adamw_step",
+        "decay_after_update",
+        "applies the decay after the Adam update instead of to the old weights",
+        [
+            ("param.mul_(1 - lr * weight_decay)", "pass"),
+            (
+                "param.addcdiv_(exp_avg, denom, value=-lr / bias_correction1)",
+                "param.addcdiv_(exp_avg, denom, value=-lr / bias_correction1)\n    param.mul_(1 - lr * weight_decay)",
+            ),
+        ],
+    ),
+    Mutant(
+        "adamw_step",
+        "no_sqrt_on_bias_correction2",
+        "divides sqrt(v) by 1 - beta2^t instead of by its square root",
+        [("second_moment.sqrt() / math.sqrt(bias_correction2)", "second_moment.sqrt() / bias_correction2")],
+    ),
+    Mutant(
+        "adamw_step",
+        "amsgrad_max_unused",
+        "updates the AMSGrad maximum but still divides by sqrt(v)",
+        [("second_moment = max_exp_avg_sq", "pass")],
+    ),
+    Mutant(
+        "adamw_optimizer",
+        "decays_parameters_without_grad",
+        "applies weight decay to every parameter, also those with no gradient this step",
+        [
+            (
+                "continue  # not used in this forward",
+                'p.mul_(1 - group["lr"] * group["weight_decay"])\n                    continue  #',
+            )
+        ],
+    ),
+    Mutant(
+        "adamw_optimizer",
+        "defaults_not_group",
+        "reads weight_decay and lr from self.defaults instead of the parameter's group",
+        [
+            ('lr=group["lr"]', 'lr=self.defaults["lr"]'),
+            ('weight_decay=group["weight_decay"]', 'weight_decay=self.defaults["weight_decay"]'),
+        ],
+    ),
+    Mutant(
+        "adamw_optimizer",
+        "step_as_python_int",
+        "keeps state['step'] as a Python int (not torch's float32 scalar tensor)",
+        [
+            ('state["step"] = torch.tensor(0.0)', 'state["step"] = 0'),
+            ('int(state["step"].item())', 'int(state["step"])'),
+        ],
+    ),
+    Mutant(
+        "adamw_optimizer",
+        "amsgrad_state_not_passed",
+        "creates the AMSGrad state but never passes it to the update",
+        [('max_exp_avg_sq=state.get("max_exp_avg_sq")', "max_exp_avg_sq=None")],
+    ),
+    Mutant(
+        "weight_decay_param_groups",
+        "name_rule_bias_only",
+        "exempts parameters named '*bias' only, so LayerNorm/RMSNorm gains and scalar gates are decayed",
+        [("(decay if p.dim() >= 2 else no_decay)", '(decay if not _name.endswith("bias") else no_decay)')],
+    ),
+    Mutant(
+        "weight_decay_param_groups",
+        "dim_greater_than_two",
+        "decays only parameters with more than 2 dimensions: no linear layer or embedding is decayed",
+        [("p.dim() >= 2", "p.dim() > 2")],
+    ),
+    Mutant(
+        "weight_decay_param_groups",
+        "frozen_included",
+        "puts frozen (requires_grad=False) parameters into the groups",
+        [("if not p.requires_grad:", "if False:")],
+    ),
+]
