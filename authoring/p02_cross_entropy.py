@@ -212,9 +212,12 @@ def build() -> LessonBuilder:
             except NotImplementedError:
                 curves["log-sum-exp (yours)"].append(float("nan"))  # not attempted yet: no curve
         plt.figure(figsize=(6, 3.5))
-        for (name, values), style in zip(curves.items(), ("o-", "s-", "k:")):
+        for (name, values), style in zip(curves.items(), ("o", "s-", "k:")):
             finite = [(s, v) for s, v in zip(scales, values) if math.isfinite(v)]
-            plt.loglog([s for s, _ in finite], [v for _, v in finite], style, label=name)
+            plt.loglog([s for s, _ in finite], [v for _, v in finite], style, label=name, ms=9 if style == "o" else 5,
+                       mfc="none" if style == "o" else None)
+        overflowed = [s for s, v in zip(scales, curves["softmax then log"]) if not math.isfinite(v)]
+        plt.scatter(overflowed, [1500] * len(overflowed), marker="x", color="C0", label="softmax then log = inf")
         plt.xlabel("logit scale (std of the logits)"); plt.ylabel("mean loss (float32)")
         plt.title("Cross-entropy in float32: the naive loss becomes inf"); plt.legend(fontsize=8); plt.tight_layout()
         plt.show()
