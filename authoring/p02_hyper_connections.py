@@ -283,8 +283,8 @@ def build() -> LessonBuilder:
 
         Unroll a hyper-connected stack and the residual path from block $a$ to block $b$ is the product
         $A_r^{(a)} A_r^{(a+1)} \cdots A_r^{(b)}$. In a plain residual stack that product is $I$: the identity
-        mapping that makes deep networks trainable. With learned, unconstrained $A_r$ nothing bounds it: entries a
-        little above 1 compound over 60 layers into a gain of thousands, entries a little below into zero. DeepSeek's
+        mapping that makes deep networks trainable. With learned, unconstrained $A_r$ nothing bounds it: small
+        departures from the identity compound over dozens of layers into large gains, or into decay. DeepSeek's
         mHC (*Manifold-Constrained Hyper-Connections*, arXiv 2512.24880, 2025) reports exactly this instability when
         scaling HC, and fixes it by projecting the stream-mixing matrix onto the **doubly-stochastic matrices**
         (双随机矩阵, the Birkhoff polytope): non-negative entries, every row and every column summing to 1.
@@ -330,8 +330,8 @@ def build() -> LessonBuilder:
 
         64 layers of stream-mixing matrices $I + 0.15\,\varepsilon$ (random perturbations of the identity, as after
         some training), $n = 4$: the largest singular value of the product of the first $l$ matrices, raw, and after
-        `sinkhorn` of $\log$ of the (clamped positive) matrices. The raw product drifts by orders of magnitude; the
-        projected product stays at 1.
+        `sinkhorn` of $\log$ of the (clamped positive) matrices. The raw product's gain wanders up by an order of
+        magnitude; the projected product's stays at exactly 1.
     """)
     lesson.code(r"""
         torch.manual_seed(1)
