@@ -1,0 +1,94 @@
+"""Realistic wrong versions of the p03.rmsnorm solutions; every one must be rejected by a check."""
+
+from llm_algo.mutants import Mutant
+
+MUTANTS = [
+    Mutant(
+        "rmsnorm_forward",
+        "mean_over_block",
+        "divides the sum of squares by BLOCK_SIZE, counting the padded lanes",
+        [("tl.sum(x * x, axis=0) / n_cols + eps", "tl.sum(x * x, axis=0) / BLOCK_SIZE + eps")],
+    ),
+    Mutant(
+        "rmsnorm_forward",
+        "eps_outside_root",
+        "adds eps after the square root: 1 / (sqrt(ms) + eps)",
+        [
+            (
+                "rstd = tl.math.rsqrt(tl.sum(x * x, axis=0) / n_cols + eps)",
+                "rstd = 1.0 / (tl.sqrt(tl.sum(x * x, axis=0) / n_cols) + eps)",
+            )
+        ],
+    ),
+    Mutant(
+        "rmsnorm_forward",
+        "no_store_mask",
+        "stores y for the whole block",
+        [
+            (
+                "(x * rstd * weight).to(y_ptr.dtype.element_ty), mask=mask)",
+                "(x * rstd * weight).to(y_ptr.dtype.element_ty))",
+            )
+        ],
+    ),
+    Mutant(
+        "rmsnorm_forward",
+        "rows_by_n_cols",
+        "addresses rows as row * n_cols, assuming a contiguous input",
+        [("x_ptr + row * x_row_stride + cols", "x_ptr + row * n_cols + cols")],
+    ),
+    Mutant(
+        "rmsnorm_forward",
+        "saves_rms",
+        "stores the rms instead of its reciprocal for the backward",
+        [("tl.store(rstd_ptr + row, rstd)", "tl.store(rstd_ptr + row, 1.0 / rstd)")],
+    ),
+    Mutant(
+        "rmsnorm_backward",
+        "no_projection_term",
+        "dx = rstd * dy * weight: treats rstd as a constant, forgetting that it depends on x",
+        [("(rstd * (u - x_hat * c))", "(rstd * u)")],
+    ),
+    Mutant(
+        "rmsnorm_backward",
+        "dweight_from_u",
+        "accumulates u * x_hat (which contains the weight) instead of dy * x_hat",
+        [("dweight_acc += dy * x_hat", "dweight_acc += u * x_hat")],
+    ),
+    Mutant(
+        "rmsnorm_backward",
+        "every_program_writes_row_zero",
+        "stores each program's partial into row 0 of the buffer (a race) instead of its own row",
+        [("dweight_partial_ptr + program * partial_row_stride + cols", "dweight_partial_ptr + cols")],
+    ),
+    Mutant(
+        "rmsnorm_backward",
+        "row_loop_not_clamped",
+        "runs every program's loop for rows_per_program rows, past the last row",
+        [("row_end = tl.minimum(row_start + rows_per_program, n_rows)", "row_end = row_start + rows_per_program")],
+    ),
+    Mutant(
+        "rmsnorm_backward",
+        "mean_over_block",
+        "takes c as the mean over BLOCK_SIZE lanes",
+        [("c = tl.sum(u * x_hat, axis=0) / n_cols", "c = tl.sum(u * x_hat, axis=0) / BLOCK_SIZE")],
+    ),
+    Mutant(
+        "rms_norm",
+        "view_not_reshape",
+        "flattens with view, which fails on activations whose rows are not laid out contiguously",
+        [("rows = x.reshape(-1, x.shape[-1])", "rows = x.view(-1, x.shape[-1])")],
+    ),
+    Mutant(
+        "rms_norm",
+        "no_gradient_for_eps",
+        "backward returns two gradients for three inputs of forward",
+        [("return dx.reshape(dy.shape), dweight, None", "return dx.reshape(dy.shape), dweight")],
+    ),
+    Mutant(
+        "rms_norm",
+        "gradients_swapped",
+        "returns (dweight, dx, None)",
+        [("return dx.reshape(dy.shape), dweight, None", "return dweight, dx.reshape(dy.shape), None")],
+    ),
+]
