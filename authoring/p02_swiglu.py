@@ -231,7 +231,8 @@ def build() -> LessonBuilder:
         plain = parameters(nn.Sequential(nn.Linear(dim, 4 * dim, bias=False), nn.Linear(4 * dim, dim, bias=False)))
         try:
             hidden = swiglu_hidden_dim(dim)
-            gated = parameters(SwiGLU(dim, hidden).to("meta"))  # the meta device: shapes only, no memory
+            with torch.device("meta"):  # shapes only: no memory, no initialisation
+                gated = parameters(SwiGLU(dim, hidden))
             print(f"d = {dim}: plain 4d MLP {plain / 1e6:.1f}M weights; SwiGLU h = {hidden}: {gated / 1e6:.1f}M "
                   f"({gated / plain:.3f}x)")
             dims = list(range(256, 8193, 64))
