@@ -1,0 +1,289 @@
+"""Source of 02_PyTorch_Algorithms/07_Llama_Block.ipynb (build with `python -m llm_algo build p02.llama_block`)."""
+
+from llm_algo.authoring import LessonBuilder
+
+PREREQUISITES = {
+    "p02.rmsnorm": "02_PyTorch_Algorithms/02_RMSNorm.ipynb",
+    "p02.swiglu": "02_PyTorch_Algorithms/03_SwiGLU.ipynb",
+    "p02.rope": "02_PyTorch_Algorithms/04_RoPE.ipynb",
+    "p02.attention_mha_gqa": "02_PyTorch_Algorithms/05_Attention_MHA_GQA.ipynb",
+}
+
+
+def build() -> LessonBuilder:
+    lesson = LessonBuilder(
+        id="p02.llama_block",
+        path="02_PyTorch_Algorithms/07_Llama_Block.ipynb",
+        title_en="A Llama decoder block",
+        title_zh="Llama 解码器层",
+        difficulty="medium",
+        device="cpu",
+        minutes=60,
+        prerequisites=list(PREREQUISITES),
+    )
+    lesson.title(
+        prerequisite_links=PREREQUISITES,
+        intro=r"""
+        A Llama is one block repeated: Llama-2-7B stacks 32 identical decoder layers, Llama-3-70B stacks 80, and
+        everything else in the model (the embedding table, a final norm and the output head) is under 10% of its
+        weights. You already wrote every part of the block. This lesson wires them together in the one order that
+        Llama checkpoints were trained with, under the parameter names the checkpoints use, so that your block
+        computes *exactly* what Hugging Face's `LlamaDecoderLayer` computes with the same weights.
+
+        **You will implement** the attention layer (projections, heads, RoPE, GQA attention with a KV cache, output
+        projection) and the pre-norm decoder block, built from **your own** RMSNorm, RoPE, SwiGLU and attention from
+        the earlier lessons (the setup cell takes each one where its checks pass, and the reference otherwise).
+        **Graded against** Hugging Face `LlamaAttention` and `LlamaDecoderLayer` built locally from a tiny random
+        `LlamaConfig` with eager attention: batches of three with left and right padding, GQA, MHA and MQA, fp32 and
+        bf16, gradients, and KV-cache decoding against full recomputation.
+    """,
+    )
+    lesson.md(r"""
+        ## 1. The block, and why the norm comes first
+
+        The original Transformer normalised *after* each residual addition (post-norm):
+        $x \leftarrow \operatorname{Norm}(x + F(x))$. Every signal and every gradient then passes through a norm in
+        every layer, and deep post-norm stacks need a learning-rate warm-up to train at all (Xiong et al., 2020,
+        *On Layer Normalization in the Transformer Architecture*). GPT-2 moved the norm to the input of each branch
+        (pre-norm), and every Llama, Mistral, Qwen and DeepSeek does the same:
+
+        $$
+        h = x + \operatorname{Attn}\big(\operatorname{RMSNorm}_1(x)\big), \qquad
+        y = h + \operatorname{SwiGLU}\big(\operatorname{RMSNorm}_2(h)\big).
+        $$
+
+        The **residual stream** $x \to h \to y$ is never normalised inside the block: each branch reads a normalised
+        copy and *adds* its result. A gradient reaching $y$ flows straight back to $x$ through the two additions, so
+        an 80-layer stack trains as easily as a 2-layer one. The price: the stream's scale grows with depth, which is
+        why the model needs one more RMSNorm (`model.norm`) before the output head.
+
+        ## 2. The attention layer, with shapes
+
+        Hidden size $d$, $H_q$ query heads and $H_{kv}$ key/value heads of size $D$ (Llama-3-8B: $d = 4096$,
+        $H_q = 32$, $H_{kv} = 8$, $D = 128$). For `x: (B, T, d)`, already normalised:
+
+        | step | computation | shape |
+        | --- | --- | --- |
+        | project | $q = x W_q^\top$, $k = x W_k^\top$, $v = x W_v^\top$ | `(B, T, H_q·D)`, `(B, T, H_kv·D)` ×2 |
+        | split heads | `view(B, T, H, D).transpose(1, 2)` | `(B, H_q, T, D)`, `(B, H_kv, T, D)` |
+        | rotate | RoPE on $q$ and $k$ at `position_ids` (not $v$) | unchanged |
+        | cache | append $k, v$ to the layer's KV cache; attend to all of it | `(B, H_kv, S_k, D)` |
+        | attend | causal GQA attention with the key padding mask | `(B, H_q, T, D)` |
+        | merge heads | `transpose(1, 2).reshape(B, T, H_q·D)` | `(B, T, H_q·D)` |
+        | project out | $o = \cdot\, W_o^\top$ | `(B, T, d)` |
+
+        Note that $H_q D$ need not equal $d$: the checks use $d = 48$ with four heads of 16. RoPE is applied
+        **before** the cache, so cached keys are stored rotated at their own positions and never rotated again. The
+        causal mask is bottom-right aligned: with $S_k$ cached keys and $T$ new queries, query $i$ sits at position
+        $S_k - T + i$.
+
+        ## 3. Parameter names are the checkpoint format
+
+        A checkpoint is a dictionary from names to tensors; your module loads it only if its attribute names produce
+        the same keys. This lesson uses Hugging Face's names, so a `LlamaDecoderLayer`'s state dict loads into your
+        block as it is (the mapping is the identity), and in the next lesson a whole `LlamaForCausalLM` loads after
+        dropping a `model.` prefix:
+
+        | weight | Hugging Face (this lesson) | Meta `llama/model.py` | vLLM |
+        | --- | --- | --- | --- |
+        | first norm | `input_layernorm.weight` | `attention_norm.weight` | same as HF |
+        | $W_q, W_k, W_v$ | `self_attn.{q,k,v}_proj.weight` | `attention.{wq,wk,wv}.weight` | one fused `qkv_proj` |
+        | $W_o$ | `self_attn.o_proj.weight` | `attention.wo.weight` | `o_proj` |
+        | second norm | `post_attention_layernorm.weight` | `ffn_norm.weight` | same as HF |
+        | gate, up, down | `mlp.{gate,up,down}_proj.weight` | `feed_forward.{w1,w3,w2}.weight` | fused `gate_up_proj`, `down_proj` |
+
+        vLLM's loader concatenates $W_q, W_k, W_v$ (and gate, up) at load time so that one GEMM replaces three.
+        Meta's $W_q$ and $W_k$ also differ from Hugging Face's by a row permutation (the RoPE pairing); the next
+        lesson converts a Meta checkpoint.
+    """)
+    lesson.setup(r"""
+        import matplotlib.pyplot as plt
+        import torch
+        import torch.nn as nn
+
+        # Your building blocks from the earlier lessons (the reference where yours does not pass its checks yet)
+        rms_norm, RMSNorm = lesson.use("p02.rmsnorm", "rms_norm", "RMSNorm")
+        rope_cache, apply_rope_rotate_half = lesson.use("p02.rope", "rope_cache", "apply_rope_rotate_half")
+        SwiGLU = lesson.use("p02.swiglu", "SwiGLU")
+        attention, repeat_kv, KVCache = lesson.use("p02.attention_mha_gqa", "attention", "repeat_kv", "KVCache")
+    """)
+    lesson.md(r"""
+        The lines above say, for each building block, whether your version or the reference was taken. Your
+        `attention(q, k, v, *, causal, key_padding_mask)` takes `q: (B, H_q, T, D)`, `k, v: (B, H_kv, S_k, D)` and a
+        `(B, S_k)` boolean mask with True at real tokens; `KVCache().update(k, v)` returns all keys and values so
+        far; `apply_rope_rotate_half(x, cos, sin, position_ids)` rotates `(B, H, T, D)` with `(max_position, D)`
+        tables from `rope_cache`.
+
+        ## 4. Exercise `LlamaAttention`
+
+        Follow the table of section 2. `forward` receives the RoPE tables and the position ids from the caller (the
+        model builds the tables once for all layers), the key padding mask over **all** keys the layer will attend to
+        (cached ones included), and optionally this layer's `KVCache`.
+    """)
+    lesson.exercise(
+        "LlamaAttention",
+        r'''
+        class LlamaAttention(nn.Module):
+            """Llama self-attention: state_dict() == {q_proj, k_proj, v_proj, o_proj}.weight, no biases."""
+
+            def __init__(self, hidden_size: int, num_heads: int, num_kv_heads: int, head_dim: int):
+                super().__init__()
+                self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
+                # TODO: q_proj d -> H_q*D, k_proj and v_proj d -> H_kv*D, o_proj H_q*D -> d; nn.Linear without bias
+                ### BEGIN SOLUTION
+                self.q_proj = nn.Linear(hidden_size, num_heads * head_dim, bias=False)
+                self.k_proj = nn.Linear(hidden_size, num_kv_heads * head_dim, bias=False)
+                self.v_proj = nn.Linear(hidden_size, num_kv_heads * head_dim, bias=False)
+                self.o_proj = nn.Linear(num_heads * head_dim, hidden_size, bias=False)
+                ### END SOLUTION
+
+            def forward(self, x, cos, sin, position_ids, key_padding_mask=None, cache=None):
+                """x: (B, T, d) normalised hidden states; cos, sin: (max_position, D) tables;
+                position_ids: (B, T) int64; key_padding_mask: (B, S_k) bool, True = real token, S_k = cached + T
+                (None = no padding); cache: this layer's KVCache or None.  returns (B, T, d) in x's dtype"""
+                B, T, _ = x.shape
+                # TODO: project and split heads: q (B, H_q, T, D), k and v (B, H_kv, T, D)
+                # TODO: RoPE on q and k at position_ids (values are never rotated)
+                # TODO: with a cache, append k and v and attend to everything cached
+                # TODO: causal attention with the padding mask, merge heads back to (B, T, H_q*D), project out
+                ### BEGIN SOLUTION
+                q = self.q_proj(x).view(B, T, self.num_heads, self.head_dim).transpose(1, 2)     # (B, H_q, T, D)
+                k = self.k_proj(x).view(B, T, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (B, H_kv, T, D)
+                v = self.v_proj(x).view(B, T, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (B, H_kv, T, D)
+                q = apply_rope_rotate_half(q, cos, sin, position_ids)
+                k = apply_rope_rotate_half(k, cos, sin, position_ids)  # rotated once, before it is cached
+                if cache is not None:
+                    k, v = cache.update(k, v)                          # (B, H_kv, S_k, D): past and new
+                out = attention(q, k, v, causal=True, key_padding_mask=key_padding_mask)  # (B, H_q, T, D)
+                out = out.transpose(1, 2).reshape(B, T, self.num_heads * self.head_dim)   # (B, T, H_q*D)
+                return self.o_proj(out)                                                   # (B, T, d)
+                ### END SOLUTION
+    ''',
+    )
+    lesson.md(r"""
+        The checks load the weights of a Hugging Face `LlamaAttention` and compare outputs at the **real** tokens of
+        a padded batch (what a layer writes at padding positions is unspecified: your attention returns zeros there,
+        Hugging Face's a uniform average), for GQA, MHA and MQA, in fp32 and bf16; and they decode token by token with
+        your `KVCache` against one full pass.
+    """)
+    lesson.md(r"""
+        ## 5. Exercise `LlamaBlock`
+
+        Two norms, two branches, two residual additions, in the order of section 1. Build the members from the
+        building blocks of the setup cell, under the names of section 3: `input_layernorm`, `self_attn`,
+        `post_attention_layernorm`, `mlp`. Both norms use the block's `eps` (`rms_norm_eps` in a Hugging Face config).
+    """)
+    lesson.exercise(
+        "LlamaBlock",
+        r'''
+        class LlamaBlock(nn.Module):
+            """Pre-norm Llama decoder layer; its state_dict() has LlamaDecoderLayer's keys."""
+
+            def __init__(self, hidden_size: int, num_heads: int, num_kv_heads: int, head_dim: int,
+                         intermediate_size: int, eps: float = 1e-6):
+                super().__init__()
+                # TODO: input_layernorm, self_attn, post_attention_layernorm, mlp
+                ### BEGIN SOLUTION
+                self.input_layernorm = RMSNorm(hidden_size, eps=eps)
+                self.self_attn = LlamaAttention(hidden_size, num_heads, num_kv_heads, head_dim)
+                self.post_attention_layernorm = RMSNorm(hidden_size, eps=eps)
+                self.mlp = SwiGLU(hidden_size, intermediate_size)
+                ### END SOLUTION
+
+            def forward(self, x, cos, sin, position_ids, key_padding_mask=None, cache=None):
+                """x: (B, T, d) the residual stream; the other arguments as in LlamaAttention.forward.
+                returns (B, T, d) in x's dtype"""
+                # TODO: h = x + attention of the normalised x;  y = h + SwiGLU of the normalised h
+                ### BEGIN SOLUTION
+                h = x + self.self_attn(self.input_layernorm(x), cos, sin, position_ids, key_padding_mask, cache)
+                return h + self.mlp(self.post_attention_layernorm(h))  # (B, T, d)
+                ### END SOLUTION
+    ''',
+    )
+    lesson.md(r"""
+        ### Where a block's weights are
+
+        The cell below builds your block at the sizes of three real models on PyTorch's `meta` device (shapes only,
+        no memory) and counts the weights of each part. The FFN dominates, and GQA shrinks $W_k$ and $W_v$ by
+        $H_q / H_{kv}$: in Llama-3-8B they are 4% of the block.
+    """)
+    lesson.code(r"""
+        models = {  # hidden, query heads, KV heads, head dim, FFN hidden (from the released configs)
+            "Llama-2-7B": (4096, 32, 32, 128, 11008),
+            "Llama-3-8B": (4096, 32, 8, 128, 14336),
+            "Llama-3-70B": (8192, 64, 8, 128, 28672),
+        }
+
+        def part_of(name):  # "self_attn.k_proj.weight" -> "k_proj + v_proj"
+            if "layernorm" in name:
+                return "norms"
+            if name.startswith("mlp."):
+                return "mlp (gate, up, down)"
+            projection = name.split(".")[1]
+            return "k_proj + v_proj" if projection in ("k_proj", "v_proj") else projection
+
+        try:
+            fig, ax = plt.subplots(figsize=(7, 3.2))
+            left = [0.0] * len(models)
+            counts = {part: [0.0] * len(models) for part in ("q_proj", "k_proj + v_proj", "o_proj",
+                                                                "mlp (gate, up, down)", "norms")}
+            for row, dims in enumerate(models.values()):
+                with torch.device("meta"):  # shapes only: no memory, no initialisation
+                    block = LlamaBlock(*dims)
+                for name, param in block.named_parameters():
+                    counts[part_of(name)][row] += param.numel() / 1e6
+            for part, values in counts.items():
+                ax.barh(list(models), values, left=left, label=part)
+                left = [a + b for a, b in zip(left, values)]
+            for row, total in enumerate(left):
+                ax.text(total, row, f" {total:.0f}M", va="center", fontsize=8)
+            ax.set_xlabel("weights per block (millions)"); ax.set_title("one decoder block, by part")
+            ax.legend(fontsize=7, loc="lower right"); fig.tight_layout()
+            plt.show()
+        except NotImplementedError:
+            print("finish LlamaBlock to see where its weights are")
+    """)
+    lesson.stop()
+    lesson.md(r"""
+        ## 6. Reading the solutions
+
+        **`LlamaAttention`.** `view(B, T, H, D)` splits the last dimension into heads (head $h$ owns columns
+        $hD \dots hD + D - 1$ of the projection, which is how the weights were trained), and `transpose(1, 2)` moves
+        heads before time for the batched matmuls. RoPE goes on $q$ and $k$ only, before the cache. Attention is
+        always causal; the padding mask and the cache extend it. Merging heads is the exact inverse:
+        `transpose(1, 2)` first, *then* `reshape`.
+
+        **`LlamaBlock`.** Two lines, and every token of them matters: the residual is the *un-normalised* input, the
+        second norm reads $h$ (after the attention residual), and each norm has its own weight.
+
+        **The mistakes the checks catch** (each is a mutant in `tests/mutants/p02_llama_block.py`):
+        - *`view(B, H, T, D)` instead of `view(B, T, H, D).transpose(1, 2)`*: the shapes are right and the heads are
+          made of the wrong numbers, mixing tokens into heads.
+        - *Merging heads without the transpose*: `out.reshape(B, T, H·D)` on `(B, H, T, D)`, the same mix-up on the
+          way out.
+        - *Keys not rotated*: scores lose their relative-position form; only a reference sees it.
+        - *Positions taken as `0 .. T-1`*: right for an unpadded prefill, wrong for left-padded rows and for every
+          decoding step (a one-token step would sit at position 0).
+        - *No causal mask*: every token sees the future; a model trained this way learns to copy.
+        - *Post-norm*, or *the residual taken after the norm*: both load the checkpoint and compute something else.
+        - *One norm used twice*: `post_attention_layernorm`'s trained gain is ignored. The checks randomise the
+          gains (a fresh Hugging Face layer has all-ones gains, which would hide this).
+
+        **Cost.** Per token and layer, the projections cost $2d(2H_qD + 2H_{kv}D)$ FLOPs, the FFN $6dh$, and
+        attention $4 H_q D S_k$ (scores and weighted sum over $S_k$ keys): for Llama-3-8B at $S_k = 8192$ that is
+        about 0.08 + 0.35 + 0.13 GFLOP. The KV cache per token and layer is $2 H_{kv} D$ numbers, 4 KiB in bf16 for
+        Llama-3-8B, 128 KiB over its 32 layers.
+
+        **What production code does differently.**
+        - *Fused projections*: vLLM and TensorRT-LLM run one `qkv_proj` GEMM and one `gate_up_proj` GEMM per layer.
+        - *Fused residual + norm*: vLLM's `fused_add_rms_norm` adds the branch output to the residual and normalises
+          in one kernel, returning both (the residual for the next addition, the normalised copy for the branch).
+        - *Paged KV cache*: instead of `torch.cat` into a growing tensor (which copies the whole cache every step),
+          vLLM writes each new key into fixed-size blocks of a preallocated pool and passes a block table to the
+          attention kernel (PagedAttention); Hugging Face's `StaticCache` preallocates for `torch.compile`.
+        - *No padding at all*: serving engines pack the batch's sequences into one flat token dimension with
+          per-sequence offsets (`cu_seqlens` in FlashAttention's varlen API), so no FLOP is spent on padding.
+        - *Tensor parallelism* (Megatron-LM): $W_q, W_k, W_v$ and gate/up are split by heads and hidden units across
+          GPUs (column-parallel), $W_o$ and down by rows (row-parallel), with one all-reduce after each branch.
+    """)
+    return lesson
