@@ -1,0 +1,110 @@
+"""Realistic wrong versions of the p03.cross_entropy solutions; every one must be rejected by a check (on the CPU
+through Triton's interpreter)."""
+
+from llm_algo.mutants import Mutant
+
+MUTANTS = [
+    Mutant(
+        "cross_entropy_fwd_bwd",
+        "no_rescale",
+        "adds each chunk's exponentials without rescaling the running sum when the lane max grows",
+        [("d = d * tl.exp(m - m_safe) + tl.exp(x - m_safe)", "d = d + tl.exp(x - m_safe)")],
+    ),
+    Mutant(
+        "cross_entropy_fwd_bwd",
+        "pads_with_zero",
+        "pads the tail of the last chunk with 0 in pass 1, adding exp(0 - m) per padded lane",
+        [
+            (
+                'x = tl.load(row_ptr + start + cols, mask=mask, other=float("-inf")).to(tl.float32)\n        m_new',
+                "x = tl.load(row_ptr + start + cols, mask=mask, other=0.0).to(tl.float32)\n        m_new",
+            )
+        ],
+    ),
+    Mutant(
+        "cross_entropy_fwd_bwd",
+        "no_inf_guard",
+        "subtracts a -inf lane max: lanes past the end of a short row give nan",
+        [('m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)', "m_safe = m_new")],
+    ),
+    Mutant(
+        "cross_entropy_fwd_bwd",
+        "lanes_merged_without_rescale",
+        "sums the per-lane sums without bringing them to the row max",
+        [
+            (
+                "row_sum = tl.sum(d * tl.exp(m - row_max), axis=0)",
+                "row_sum = tl.sum(d, axis=0)",
+            )
+        ],
+    ),
+    Mutant(
+        "cross_entropy_fwd_bwd",
+        "probabilities_from_rounded_lse",
+        "forms lse = M + log(S) in float32 and computes exp(x - lse): off by the rounding of lse on huge logits",
+        [("probs = tl.exp(x - row_max) * inv_sum", "probs = tl.exp(x - (row_max + tl.log(row_sum)))")],
+    ),
+    Mutant(
+        "cross_entropy_fwd_bwd",
+        "no_store_mask",
+        "stores whole chunks of the gradient, past the end of the row",
+        [
+            (
+                "tl.store(row_ptr + start + cols, grad.to(logits_ptr.dtype.element_ty), mask=mask)",
+                "tl.store(row_ptr + start + cols, grad.to(logits_ptr.dtype.element_ty))",
+            )
+        ],
+    ),
+    Mutant(
+        "cross_entropy_fwd_bwd",
+        "ignored_rows_untouched",
+        "returns early for an ignored row without zeroing it, so its logits come back as a gradient",
+        [
+            (
+                "tl.store(row_ptr + start + cols, zeros, mask=start + cols < n_cols)",
+                "pass",
+            )
+        ],
+    ),
+    Mutant(
+        "cross_entropy_fwd_bwd",
+        "gradient_of_the_sum",
+        "forgets the 1 / n_valid of the mean in the gradient",
+        [("inv_sum, inv_n_valid = 1.0 / row_sum, 1.0 / n_valid", "inv_sum, inv_n_valid = 1.0 / row_sum, 1.0")],
+    ),
+    Mutant(
+        "cross_entropy_fwd_bwd",
+        "divides_by_all_rows",
+        "passes the number of rows, ignored ones included, as n_valid",
+        [
+            (
+                "n_cols, max(n_valid, 1), ignore_index,",
+                "n_cols, n_rows, ignore_index,",
+            )
+        ],
+    ),
+    Mutant(
+        "cross_entropy_fwd_bwd",
+        "no_target_range_check",
+        "trusts the targets: a target outside [0, V) becomes an out-of-bounds read",
+        [("if n_bad:", "if False:")],
+    ),
+    Mutant(
+        "fused_cross_entropy",
+        "ignores_grad_output",
+        "returns the saved gradient without multiplying by grad_output",
+        [("return grad_logits * grad_output.to(grad_logits.dtype), None, None", "return grad_logits, None, None")],
+    ),
+    Mutant(
+        "fused_cross_entropy",
+        "saves_logits_copy",
+        "saves a copy of the logits made before the kernel overwrote them, so the backward returns logits",
+        [
+            (
+                "loss = cross_entropy_fwd_bwd(logits, targets, ignore_index)",
+                "saved = logits.clone()\n        loss = cross_entropy_fwd_bwd(logits, targets, ignore_index)",
+            ),
+            ("ctx.save_for_backward(logits)", "ctx.save_for_backward(saved)"),
+        ],
+    ),
+]
