@@ -1,0 +1,98 @@
+"""Realistic wrong versions of the p03.debugging solutions; every one must be rejected by a check (on the CPU)."""
+
+from llm_algo.mutants import Mutant
+
+MUTANTS = [
+    # row_max
+    Mutant(
+        "row_max",
+        "mask_off_by_one",
+        "masks the tail with cols <= N: column N (the next row, or a guard) is read",
+        [("mask=cols < N,", "mask=cols <= N,")],
+    ),
+    Mutant(
+        "row_max",
+        "zero_fill",
+        "fills masked lanes with 0 and starts the accumulator at 0: all-negative rows give 0",
+        [
+            ('other=float("-inf"))', "other=0.0)"),
+            ('tl.full((BLOCK_N,), float("-inf"), dtype=tl.float32)', "tl.zeros((BLOCK_N,), dtype=tl.float32)"),
+        ],
+    ),
+    Mutant(
+        "row_max",
+        "accumulator_starts_at_zero",
+        "the masked fill is right but the accumulator starts at 0",
+        [('tl.full((BLOCK_N,), float("-inf"), dtype=tl.float32)', "tl.zeros((BLOCK_N,), dtype=tl.float32)")],
+    ),
+    Mutant(
+        "row_max",
+        "ignores_column_stride",
+        "assumes contiguous rows (column stride 1)",
+        [("row * stride_xm + cols * stride_xn", "row * stride_xm + cols")],
+    ),
+    Mutant(
+        "row_max",
+        "full_blocks_only",
+        "loops over whole blocks only, so the remainder of a row is never read",
+        [("for start in range(0, N, BLOCK_N):", "for start in range(0, N - N % BLOCK_N, BLOCK_N):")],
+    ),
+    # histogram
+    Mutant(
+        "histogram",
+        "load_add_store",
+        "counts with a plain load + store instead of an atomic: collisions in a block are lost",
+        [
+            (
+                "tl.atomic_add(hist_ptr + bins, 1, mask=counted)",
+                "tl.store(hist_ptr + bins, tl.load(hist_ptr + bins, mask=counted) + 1, mask=counted)",
+            )
+        ],
+    ),
+    Mutant(
+        "histogram",
+        "tail_lanes_counted",
+        "checks the value range but not the tail mask: the other=0 fill is counted in bin 0",
+        [
+            (
+                "counted = in_bounds & (bins >= 0) & (bins < num_bins)",
+                "counted = (bins >= 0) & (bins < num_bins)",
+            )
+        ],
+    ),
+    Mutant(
+        "histogram",
+        "no_range_check",
+        "trusts the values: out-of-range values write outside the histogram",
+        [("counted = in_bounds & (bins >= 0) & (bins < num_bins)", "counted = in_bounds")],
+    ),
+    # embedding
+    Mutant(
+        "embedding",
+        "row_stride_is_d",
+        "assumes the table's row stride is D (wrong for views of a wider or transposed weight)",
+        [("table_ptr + row * stride_tv + cols * stride_td", "table_ptr + row * D + cols * stride_td")],
+    ),
+    Mutant(
+        "embedding",
+        "unmasked_store",
+        "masks the load but not the store of the last column block",
+        [
+            (
+                "tl.store(out_ptr + token * stride_om + cols, values, mask=mask)",
+                "tl.store(out_ptr + token * stride_om + cols, values)",
+            )
+        ],
+    ),
+    Mutant(
+        "embedding",
+        "no_id_check",
+        "trusts the token ids: out-of-range ids read other memory",
+        [
+            (
+                "if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= V):",
+                "if ids.numel() and int(ids.min()) < -10**9:",
+            )
+        ],
+    ),
+]
