@@ -1,0 +1,111 @@
+"""Realistic wrong versions of the p03.layernorm solutions; every one must be rejected by a check."""
+
+from llm_algo.mutants import Mutant
+
+MUTANTS = [
+    Mutant(
+        "welford_stats",
+        "no_between_block_term",
+        "adds the blocks' M2 but forgets the delta^2 * n_a * n_b / n term",
+        [("m2 = m2 + block_m2 + delta.pow(2) * (count * n_b / total)", "m2 = m2 + block_m2")],
+    ),
+    Mutant(
+        "welford_stats",
+        "block_means_averaged",
+        "averages the running mean with the block mean, ignoring the counts",
+        [("mean = mean + delta * (n_b / total)", "mean = mean + delta * (0.5 if count else 1.0)")],
+    ),
+    Mutant(
+        "welford_stats",
+        "sum_of_squares_in_blocks",
+        "computes the block's M2 as sum(x^2) - n * mean^2 (cancellation)",
+        [
+            (
+                "block_m2 = (block - block_mean[:, None]).pow(2).sum(dim=1)",
+                "block_m2 = block.pow(2).sum(dim=1) - n_b * block_mean.pow(2)",
+            )
+        ],
+    ),
+    Mutant(
+        "welford_stats",
+        "unbiased_variance",
+        "returns M2 / (N - 1)",
+        [("return mean, m2 / count", "return mean, m2 / max(count - 1, 1)")],
+    ),
+    Mutant(
+        "layer_norm_forward",
+        "e_x2_minus_mean2",
+        "variance as E[x^2] - mean^2: catastrophic cancellation at a large mean",
+        [
+            (
+                "var = tl.sum(xc * xc, axis=0) / n_cols",
+                "var = tl.sum(x * x, axis=0) / n_cols - mean * mean",
+            )
+        ],
+    ),
+    Mutant(
+        "layer_norm_forward",
+        "padded_lanes_in_variance",
+        "centres the padded lanes too, so each adds mean^2 to the variance",
+        [("xc = tl.where(mask, x - mean, 0.0)", "xc = x - mean")],
+    ),
+    Mutant(
+        "layer_norm_forward",
+        "unbiased_variance",
+        "divides the sum of squares by N - 1",
+        [("var = tl.sum(xc * xc, axis=0) / n_cols", "var = tl.sum(xc * xc, axis=0) / (n_cols - 1)")],
+    ),
+    Mutant(
+        "layer_norm_forward",
+        "no_store_mask",
+        "stores the whole block of y, past the end of the row",
+        [
+            (
+                "tl.store(Y + row * y_row_stride + cols, y.to(Y.dtype.element_ty), mask=mask)",
+                "tl.store(Y + row * y_row_stride + cols, y.to(Y.dtype.element_ty))",
+            )
+        ],
+    ),
+    Mutant(
+        "layer_norm_forward",
+        "saves_std",
+        "saves sqrt(var + eps) instead of its inverse",
+        [("tl.store(Rstd + row, rstd)", "tl.store(Rstd + row, 1.0 / rstd)")],
+    ),
+    Mutant(
+        "layer_norm_backward",
+        "rmsnorm_backward",
+        "drops the mean term of dx (RMSNorm's formula)",
+        [("dx = rstd * (g - tl.sum(g, axis=0) / n_cols - x_hat", "dx = rstd * (g - x_hat")],
+    ),
+    Mutant(
+        "layer_norm_backward",
+        "partials_overwritten",
+        "assigns the weight gradient of the current row instead of accumulating",
+        [("dw_acc += dy * x_hat", "dw_acc = dy * x_hat")],
+    ),
+    Mutant(
+        "layer_norm_backward",
+        "bias_grad_with_x_hat",
+        "accumulates dy * x_hat into the bias gradient",
+        [("db_acc += dy\n", "db_acc += dy * x_hat\n")],
+    ),
+    Mutant(
+        "layer_norm_backward",
+        "stage_two_first_block_only",
+        "the second stage sums only the first BLOCK_P partial rows",
+        [("for start in range(0, n_partials, BLOCK_P):", "for start in range(0, 1):")],
+    ),
+    Mutant(
+        "layer_norm",
+        "weight_and_bias_grads_swapped",
+        "returns the gradients as (dx, db, dw, None)",
+        [("return dx.view(grad_y.shape), dw, db, None", "return dx.view(grad_y.shape), db, dw, None")],
+    ),
+    Mutant(
+        "layer_norm",
+        "strided_grad_passed_through",
+        "passes autograd's gradient to the kernels as it comes, without making its rows contiguous",
+        [("dy = grad_y.reshape(rows.shape).contiguous()", "dy = grad_y.reshape(rows.shape)")],
+    ),
+]
