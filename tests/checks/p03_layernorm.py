@@ -355,14 +355,14 @@ def matches_float64_autograd(ex):
 
 @checks("layer_norm_backward")
 def many_rows_per_program(ex):
-    """64 rows on 1, 5 and 64 programs: the partial sums accumulate across a program's rows; dw, db sum over all"""
-    x, w, b = random_case(64, 48, torch.float32, offset=1.0)
-    dy = torch.randn(64, 48, device=triton_device())
+    """40 rows on 1, 3 and 40 programs: the partial sums accumulate across a program's rows; dw, db sum over all"""
+    x, w, b = random_case(40, 48, torch.float32, offset=1.0)
+    dy = torch.randn(40, 48, device=triton_device())
     mean, rstd = forward_stats(x)
     want_dx, want_dw, want_db = oracle_backward(x, w, b, dy)
-    for programs in (1, 5, 64):
+    for programs in (1, 3, 40):
         dx, dw, db = ex.layer_norm_backward(dy, x, w, mean, rstd, num_programs=programs)
-        label = describe(x=x) + f", num_programs={programs} ({math.ceil(64 / programs)} rows each)"
+        label = describe(x=x) + f", num_programs={programs} ({math.ceil(40 / programs)} rows each)"
         expect_close(dx, want_dx, input=label, what="dx", dtype=torch.float32, hint=HINT_BWD)
         expect_close(
             dw, want_dw, input=label, what="dw", dtype=torch.float32, hint="dw_acc += dy * x_hat inside the row loop"
