@@ -1,0 +1,276 @@
+"""Checks for p03.flash_attention_fwd. References: `F.scaled_dot_product_attention` in float64 on the CPU (with
+`enable_gqa=True`), `torch.logsumexp` of the float64 scores for the saved LSE, a closed form (identical keys make
+attention a running mean of the values), and NaN guard elements around the output and the LSE. The tolerance
+baseline is SDPA itself in the dtype under test."""
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from llm_algo.bench import baseline_rows, flops_row
+from llm_algo.checking import Checks, describe, expect, expect_close, expect_tensor
+from llm_algo.device import policy, triton_device, triton_dtypes
+from llm_algo.kernel_checks import expect_guard_untouched, expect_refused, guarded, random_window
+
+checks = Checks("p03.flash_attention_fwd", triton=True)
+HINT_ONLINE = "rescale both l_i and acc by alpha = exp2(m_old - m_new) before adding the new block"
+HINT_MASK = "when MASKED, set s = -inf for keys >= seq_len_k and (causal) keys after the query"
+LN2 = math.log(2.0)
+
+
+def compiled() -> bool:
+    return policy().triton_path == "compiled"
+
+
+def base2_scale(head_dim):
+    """qk_scale as the kernel takes it: 1/sqrt(d) times log2(e)."""
+    return 1.0 / math.sqrt(head_dim) * math.log2(math.e)
+
+
+def sixteen_bit_dtypes():
+    return [dtype for dtype in triton_dtypes() if dtype != torch.float32]
+
+
+def scores64(q, k, causal, sm_scale=None, dtype=torch.float64):
+    """Masked scores (B, H, S_q, S_k) on the CPU in `dtype` (float64: the oracle), K/V heads repeated for GQA."""
+    q, k = q.cpu().to(dtype), k.cpu().to(dtype)
+    k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale
+    s = q @ k.transpose(-1, -2) * scale
+    if causal:
+        s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), float("-inf"))
+    return s
+
+
+def sdpa64(q, k, v, causal, sm_scale=None):
+    args = [t.double().cpu() for t in (q, k, v)]
+    return F.scaled_dot_product_attention(*args, is_causal=causal, scale=sm_scale, enable_gqa=True)
+
+
+def sdpa_same_dtype(q, k, v, causal, sm_scale=None):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=sm_scale, enable_gqa=True)
+
+
+def random_qkv(batch, heads, kv_heads, seq_q, seq_k, head_dim, dtype, scale=1.0):
+    device = triton_device()
+    q = (torch.randn(batch, heads, seq_q, head_dim, device=device) * scale).to(dtype)
+    k = (torch.randn(batch, kv_heads, seq_k, head_dim, device=device) * scale).to(dtype)
+    v = torch.randn(batch, kv_heads, seq_k, head_dim, device=device).to(dtype)
+    return q, k, v
+
+
+def expect_attention(ex, q, k, v, causal, label, sm_scale=None, **blocks):
+    """Run the learner's wrapper and compare out and lse with float64 references."""
+    out, lse = ex.flash_attention_fwd(q, k, v, causal=causal, sm_scale=sm_scale, **blocks)
+    batch, heads, seq_q, head_dim = q.shape
+    expect_tensor(out, shape=q.shape, dtype=q.dtype, device=q.device.type, input=label, what="out")
+    expect_tensor(lse, shape=(batch, heads, seq_q), dtype=torch.float32, input=label, what="lse")
+    hint = f"{HINT_ONLINE}; {HINT_MASK}; scale scores by 1/sqrt(d)"
+    expect_close(
+        out,
+        sdpa64(q, k, v, causal, sm_scale),
+        baseline=sdpa_same_dtype(q, k, v, causal, sm_scale),
+        input=label,
+        what="out",
+        hint=hint,
+    )
+    s = scores64(q, k, causal, sm_scale)
+    expect_close(
+        lse,
+        torch.logsumexp(s, dim=-1),
+        baseline=torch.logsumexp(scores64(q, k, causal, sm_scale, torch.float32), dim=-1),
+        input=label,
+        what="lse",
+        hint="lse = (m_i + log2(l_i)) * ln 2: natural log, per query row",
+    )
+
+
+# ------------------------------------------------------------------------------------------ flash_attention_fwd
+
+
+@checks("flash_attention_fwd", gate=True)
+def kernel_stays_inside_its_output(ex):
+    """launches flash_attention_fwd_kernel on strided windows (S_q 37, S_k 45, 16x16 blocks); guards must survive"""
+    batch, heads, seq_q, seq_k, head_dim = 1, 2, 37, 45, 32
+    device = triton_device()
+    q = random_window((batch, heads, seq_q, head_dim), (0, 0, 5, 8), device=device, dtype=torch.float16)
+    k = random_window((batch, 1, seq_k, head_dim), (0, 0, 3, 8), device=device, dtype=torch.float16)
+    v = random_window((batch, 1, seq_k, head_dim), (0, 0, 3, 8), device=device, dtype=torch.float16)
+    out_buffer, out = guarded((batch, heads, seq_q, head_dim), (0, 1, 11, 8), device=device, dtype=torch.float16)
+    lse_buffer, lse = guarded((batch * heads * seq_q,), (16,), device=device)
+    ex.flash_attention_fwd_kernel[(3, batch * heads)](
+        q, k, v, out, lse,
+        q.stride(0), q.stride(1), q.stride(2),
+        k.stride(0), k.stride(1), k.stride(2),
+        v.stride(0), v.stride(1), v.stride(2),
+        out.stride(0), out.stride(1), out.stride(2),
+        heads, 1, seq_q, seq_k, base2_scale(head_dim),
+        HEAD_DIM=head_dim, BLOCK_M=16, BLOCK_N=16, IS_CAUSAL=False,
+    )  # fmt: skip
+    label = (
+        f"q {tuple(q.shape)} strides {q.stride()}, k/v (1, 1, 45, 32), out a window with strides {out.stride()}, "
+        "grid (3, 2), BLOCK_M=BLOCK_N=16, 2 query heads on 1 KV head"
+    )
+    expect_guard_untouched(out_buffer, out.shape, input=label, hint="mask the output store with offs_m < seq_len_q")
+    expect_guard_untouched(lse_buffer, lse.shape, input=label, hint="mask the lse store with offs_m < seq_len_q")
+    expect_close(
+        out,
+        sdpa64(q, k, v, False),
+        baseline=sdpa_same_dtype(q, k, v, False),
+        input=label,
+        what="out",
+        hint="address rows with the strides you are given; " + HINT_MASK,
+    )
+
+
+@checks("flash_attention_fwd")
+def identical_keys_give_running_means(ex):
+    """all keys equal: out is the mean of the values (causal: of values 0..i), lse = log(#keys seen) + q.k / sqrt(d)"""
+    seq, head_dim = 40, 64
+    device = triton_device()
+    q = torch.randn(1, 2, seq, head_dim, device=device).half()
+    key = torch.randn(head_dim, device=device).half()
+    k = key.expand(1, 1, seq, head_dim).contiguous()
+    v = torch.randn(1, 1, seq, head_dim, device=device).half()
+    v64 = v.double().cpu()[0, 0]
+    score = (q.double().cpu()[0] @ key.double().cpu()) / math.sqrt(head_dim)  # (2, seq)
+    for causal in (False, True):
+        counts = torch.arange(1, seq + 1, dtype=torch.float64) if causal else torch.full((seq,), float(seq))
+        means = v64.cumsum(0) / counts[:, None] if causal else v64.mean(0).expand(seq, head_dim)
+        out, lse = ex.flash_attention_fwd(q, k, v, causal=causal, block_m=16, block_n=16)
+        label = f"q (1, 2, 40, 64) float16, one key repeated 40 times (1 KV head), causal={causal}, 16x16 blocks"
+        expect_close(
+            out,
+            means.expand(1, 2, seq, head_dim),
+            baseline=sdpa_same_dtype(q, k, v, causal),
+            input=label,
+            what="out",
+            hint="every visible key gets the same weight; " + HINT_MASK,
+        )
+        expect_close(
+            lse,
+            (counts.log() + score)[None],
+            input=label,
+            what="lse",
+            hint="lse = log(number of visible keys) + q.k / sqrt(d) here; store it in natural log",
+        )
+
+
+def random_cases():
+    """(batch, heads, kv_heads, S_q, S_k, d, causal, blocks): odd lengths, batch of one, GQA, d 64 and 128."""
+    cases = [
+        (1, 2, 2, 37, 37, 64, False, {"block_m": 16, "block_n": 16}),
+        (2, 4, 2, 50, 70, 64, False, {"block_m": 16, "block_n": 32}),
+        (1, 4, 1, 45, 45, 64, True, {"block_m": 16, "block_n": 16}),
+        (1, 2, 1, 33, 33, 128, True, {"block_m": 32, "block_n": 16}),
+        (1, 2, 2, 1, 1, 64, True, {}),
+        (2, 3, 3, 20, 29, 32, False, {}),
+    ]
+    if compiled():
+        cases += [
+            (2, 8, 2, 1000, 1000, 128, True, {}),
+            (1, 4, 4, 777, 1234, 64, False, {}),
+            (1, 8, 1, 2048, 2048, 128, True, {}),
+        ]
+    return cases
+
+
+@checks("flash_attention_fwd")
+def matches_sdpa_causal_gqa_odd_lengths(ex):
+    """vs SDPA (float64): causal and not, GQA, S not a multiple of the block, batch 1, d 64/128, fp16 (+bf16 on GPU)"""
+    for dtype in sixteen_bit_dtypes():
+        for batch, heads, kv_heads, seq_q, seq_k, head_dim, causal, blocks in random_cases():
+            q, k, v = random_qkv(batch, heads, kv_heads, seq_q, seq_k, head_dim, dtype)
+            label = describe(q=q, k=k) + f", causal={causal}" + (f", {blocks}" if blocks else ", default blocks")
+            expect_attention(ex, q, k, v, causal, label, **blocks)
+
+
+@checks("flash_attention_fwd")
+def each_query_head_reads_its_group(ex):
+    """6 query heads on 2 and on 3 KV heads: head h must use KV head h // (H / H_kv), as SDPA's enable_gqa does"""
+    for kv_heads in (2, 3):
+        q, k, v = random_qkv(1, 6, kv_heads, 24, 24, 32, torch.float16)
+        out, _ = ex.flash_attention_fwd(q, k, v, causal=False, block_m=16, block_n=16)
+        group = 6 // kv_heads
+        for head in range(6):
+            per_kv = [sdpa64(q[:, head : head + 1], k[:, j : j + 1], v[:, j : j + 1], False) for j in range(kv_heads)]
+            errors = [float((out[:, head : head + 1].double().cpu() - ref).abs().max()) for ref in per_kv]
+            used = min(range(kv_heads), key=lambda j: errors[j])
+            expect(
+                used == head // group,
+                f"query head {head} attends to the wrong KV head",
+                input=describe(q=q, k=k) + f", group size {group}",
+                expected=f"KV head {head // group} (= {head} // {group})",
+                got=f"closest to KV head {used}",
+                hint="kv_head = head // (num_heads // num_kv_heads): consecutive query heads share a KV head",
+            )
+
+
+@checks("flash_attention_fwd")
+def large_scores_and_explicit_scale(ex):
+    """scores in the hundreds (q, k scaled by 6) stay finite; an explicit sm_scale=0.3 replaces 1/sqrt(d)"""
+    q, k, v = random_qkv(1, 2, 1, 50, 50, 64, torch.float16, scale=6.0)
+    for causal, sm_scale in ((True, None), (False, 0.3)):
+        label = describe(q=q, k=k) + f" with |scores| up to ~{float(scores64(q, k, False).abs().max()):.0f}"
+        label += f", causal={causal}, sm_scale={sm_scale}"
+        out, _ = ex.flash_attention_fwd(q, k, v, causal=causal, sm_scale=sm_scale, block_m=16, block_n=16)
+        expect(
+            bool(torch.isfinite(out).all()),
+            "inf or nan in the output",
+            input=label,
+            expected="finite values",
+            got=f"{int((~torch.isfinite(out)).sum())} non-finite values",
+            hint="subtract the running max inside exp2; start m_i at -inf and l_i at 0",
+        )
+        expect_attention(ex, q, k, v, causal, label, sm_scale=sm_scale, block_m=16, block_n=16)
+
+
+@checks("flash_attention_fwd")
+def refuses_inputs_it_cannot_handle(ex):
+    """float32 inputs, 5 heads on 2 KV heads, causal with S_q != S_k, d = 80, a non-contiguous head dim raise"""
+    device = triton_device()
+    q, k, v = random_qkv(1, 4, 2, 16, 16, 64, torch.float16)
+    bad = [
+        ("float32 q, k, v", (q.float(), k.float(), v.float()), False),
+        ("5 query heads, 2 KV heads", (torch.randn(1, 5, 16, 64, device=device).half(), k, v), False),
+        ("causal with S_q 16, S_k 24", (q, *random_qkv(1, 4, 2, 16, 24, 64, torch.float16)[1:]), True),
+        ("head_dim 80", random_qkv(1, 4, 2, 16, 16, 80, torch.float16), False),
+        ("q with a strided head dim", (torch.randn(1, 4, 16, 128, device=device).half()[..., ::2], k, v), False),
+    ]
+    for label, (bq, bk, bv), causal in bad:
+        expect_refused(
+            lambda bq=bq, bk=bk, bv=bv, causal=causal: ex.flash_attention_fwd(bq, bk, bv, causal=causal),
+            input=label,
+            hint="check dtypes, H % H_kv, d, causal lengths and q.stride(3) == 1 first",
+        )
+
+
+def naive_attention(q, k, v, causal: bool):
+    """The PyTorch baseline: materialise the scores, mask, softmax in float32, multiply."""
+    scores = (q @ k.transpose(-1, -2)).float() / math.sqrt(q.shape[-1])  # (B, H, S, S)
+    if causal:
+        mask = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).triu(1)
+        scores = scores.masked_fill(mask, float("-inf"))
+    return torch.softmax(scores, dim=-1).to(q.dtype) @ v
+
+
+def sdpa_flash(q, k, v, causal):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
+def benchmark(ex):
+    """The issue's shape, B4 H32 S4096 d128 bf16, causal and not: yours vs SDPA (flash backend) vs plain PyTorch."""
+    batch, heads, seq, head_dim = 4, 32, 4096, 128
+    q, k, v = (torch.randn(batch, heads, seq, head_dim, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    rows = []
+    for causal in (False, True):
+        flops = 4 * batch * heads * seq * seq * head_dim // (2 if causal else 1)
+        shape = f"B4 H32 S4096 d128 bf16{' causal' if causal else ''}"
+        rows.append(flops_row("flash_attention_fwd", shape, lambda c=causal: ex.flash_attention_fwd(q, k, v, c), flops))
+        rows.append(flops_row("SDPA (flash backend)", shape, lambda c=causal: sdpa_flash(q, k, v, c), flops))
+        rows += baseline_rows("softmax(q k^T) v", shape, naive_attention, (q, k, v, causal), flops=flops)
+    return rows

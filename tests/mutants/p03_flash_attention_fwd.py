@@ -1,0 +1,53 @@
+"""Realistic wrong versions of the p03.flash_attention_fwd solution; every one must be rejected by a check."""
+
+from llm_algo.mutants import Mutant
+
+MUTANTS = [
+    Mutant(
+        "flash_attention_fwd",
+        "accumulator_not_rescaled",
+        "rescales the running sum but not the output accumulator when the running max grows",
+        [("        acc = acc * alpha[:, None]\n", "")],
+    ),
+    Mutant(
+        "flash_attention_fwd",
+        "no_inverse_sqrt_d",
+        "forgets the 1/sqrt(d) softmax scale (keeps only the log2(e) of the exp2 trick)",
+        [
+            (
+                "sm_scale = 1.0 / math.sqrt(head_dim) if sm_scale is None else sm_scale",
+                "sm_scale = 1.0 if sm_scale is None else sm_scale",
+            )
+        ],
+    ),
+    Mutant(
+        "flash_attention_fwd",
+        "no_mask_on_last_block",
+        "masks only the causal condition: zero-padded keys past S_k keep a score of 0",
+        [("keep = cols[None, :] < seq_len_k\n", "keep = cols[None, :] >= 0\n")],
+    ),
+    Mutant(
+        "flash_attention_fwd",
+        "causal_skip_stops_before_diagonal",
+        "the causal loop ends at the query block's first row, skipping the diagonal key block",
+        [("end = tl.minimum(start_m + BLOCK_M, seq_len_k)", "end = tl.minimum(start_m, seq_len_k)")],
+    ),
+    Mutant(
+        "flash_attention_fwd",
+        "strict_causal_mask",
+        "the causal mask uses key < query, so a token does not attend to itself",
+        [("keep = keep & (cols[None, :] <= offs_m[:, None])", "keep = keep & (cols[None, :] < offs_m[:, None])")],
+    ),
+    Mutant(
+        "flash_attention_fwd",
+        "gqa_interleaved_heads",
+        "maps query head h to KV head h % H_kv (interleaved) instead of h // group",
+        [("kv_head = head // (num_heads // num_kv_heads)", "kv_head = head % num_kv_heads")],
+    ),
+    Mutant(
+        "flash_attention_fwd",
+        "lse_left_in_base_2",
+        "stores the base-2 log-sum-exp m + log2(l) without converting it to natural log",
+        [("lse = (m_i + tl.log2(l_i)) * LN2", "lse = m_i + tl.log2(l_i)")],
+    ),
+]
