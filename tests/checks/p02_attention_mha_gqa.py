@@ -305,24 +305,27 @@ def half_precision(ex):
         )
 
 
+def gradients_of(fn, upstream, *tensors):
+    """Gradients of fn(*tensors) with respect to each tensor, for the given upstream gradient."""
+    leaves = [t.clone().requires_grad_() for t in tensors]
+    fn(*leaves).backward(upstream)
+    return [leaf.grad for leaf in leaves]
+
+
 @checks("attention")
 def gradients_match_sdpa(ex):
     """float64 gradients of q, k, v (GQA, causal, S_q < S_k, padding) match autograd through SDPA"""
     q, k, v = random_qkv(2, 4, 2, 4, 6, 8, dtype=torch.float64)
     mask = left_padding([6, 5], 6)
     upstream = torch.randn(2, 4, 4, 8, dtype=torch.float64)
-    grads = []
-    for fn in (lambda *t: ex.attention(*t, causal=True, key_padding_mask=mask), None):
-        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
-        out = fn(*leaves) if fn else sdpa(*leaves, causal=True, key_padding_mask=mask)
-        out.backward(upstream)
-        grads.append([t.grad for t in leaves])
+    got = gradients_of(lambda *t: ex.attention(*t, causal=True, key_padding_mask=mask), upstream, q, k, v)
+    expected = gradients_of(lambda *t: sdpa(*t, causal=True, key_padding_mask=mask), upstream, q, k, v)
     label = describe(q=q, k=k, v=v) + ", causal, left padding [6, 5]"
-    for name, got, expected in zip("qkv", *grads, strict=True):
-        expect(got is not None, f"no gradient reached {name}", input=label, hint="use differentiable ops only")
+    for name, grad, reference in zip("qkv", got, expected, strict=True):
+        expect(grad is not None, f"no gradient reached {name}", input=label, hint="use differentiable ops only")
         expect_close(
-            got,
-            expected,
+            grad,
+            reference,
             input=label,
             what=f"gradient of {name}",
             hint="the forward pass must be differentiable end to end (no .detach(), no in-place writes into "

@@ -130,7 +130,7 @@ def rotate64(x, position):
 
 def mla_spec(module, x, position_ids):
     """Section 2's equations in float64, one batch row, head and query position at a time (slow and plain)."""
-    w = {name: p.detach().double() for name, p in module.named_parameters()}
+    w = {name: p.double() for name, p in module.named_parameters()}  # differentiable: the gradient check uses it
     H, d_nope, d_rope = module.num_heads, module.qk_nope_head_dim, module.qk_rope_head_dim
     d_c, d_v = module.kv_lora_rank, module.v_head_dim
     w_uk_uv = w["kv_b_proj.weight"].view(H, d_nope + d_v, d_c)
@@ -414,6 +414,29 @@ def decoding_through_the_cache(ex):
         "rotate the new tokens at their position_ids (not 0..S-1), append to the cache, up-project all cached "
         "latents, and use the bottom-right causal mask so new token i sees cached tokens 0..T-S+i",
     )
+
+
+@checks("MultiHeadLatentAttention")
+def parameter_gradients_match(ex):
+    """float64 training step: the gradient of every weight equals autograd through the float64 loop spec"""
+    dims = DIMS[1]
+    mine = learner_mla(ex, dims, hf_mla(dims), torch.float64)
+    x = torch.randn(2, 5, dims["hidden_size"], dtype=torch.float64)
+    position_ids = positions(2, 5, offset=1)
+    upstream = torch.randn_like(x)
+    names, params = zip(*mine.named_parameters(), strict=True)
+    expected = torch.autograd.grad(mla_spec(mine, x, position_ids), params, upstream)
+    got = torch.autograd.grad(mine(x, position_ids), params, upstream, allow_unused=True)
+    label = f"{describe(x=x)}, causal, dims {dims}, random upstream gradient"
+    for name, grad, reference in zip(names, got, expected, strict=True):
+        expect(grad is not None, f"no gradient reached {name}", input=label, hint="use every weight in forward")
+        expect_close(
+            grad,
+            reference,
+            input=label,
+            what=f"gradient of {name}",
+            hint="every weight must be used exactly as in the forward equations (no .detach(), no no_grad)",
+        )
 
 
 # ------------------------------------------------------------------------------------------ absorbed form
