@@ -14,7 +14,7 @@ from llm_algo.device import policy, triton_device, triton_dtypes
 from llm_algo.kernel_checks import expect_guard_untouched, expect_refused, guarded
 
 checks = Checks("p03.cross_entropy", triton=True)
-HINT_LSE = "online log-sum-exp: pad with -inf, rescale d by exp(m_old - m_new), guard lanes whose max is -inf"
+HINT_LSE = "online log-sum-exp: pad with -inf, rescale d by exp(m_old - m_new), subtract 0 while the max is -inf"
 HINT_GRAD = "grad = (exp(x - M) / S - [col == target]) / n_valid, with n_valid the number of non-ignored rows"
 
 
@@ -122,12 +122,14 @@ def random_rows_and_dtypes(ex):
 
 @checks("cross_entropy_fwd_bwd")
 def many_chunks_per_row(ex):
-    """the row max in the last chunk, blocks of 16 and 128 over 300-entry rows: the running sum must be rescaled"""
+    """blocks of 16 and 128 over 300-entry rows: the max in the last chunk; the first 150 columns masked with -inf"""
     for block in (16, 128):
         logits, targets = random_problem(4, 300, torch.float32)
-        logits[0, -1] = 40.0  # the max arrives in the last chunk
+        logits[0, -1] = 40.0  # the max arrives in the last chunk: the running sum must be rescaled
         logits[1, :150] -= 20.0  # the first chunks are small, the max comes later
-        label = describe(logits=logits, targets=targets) + f", block_size={block}, row max in the last chunk"
+        logits[2, :150] = float("-inf")  # a vocabulary mask: the first chunks hold nothing but -inf
+        targets[2] = 200
+        label = describe(logits=logits, targets=targets) + f", block_size={block}, max last, row 2 starts with -inf"
         check_loss_and_gradient(ex, logits, targets, label, block_size=block)
 
 
