@@ -89,8 +89,8 @@ def matches_torch_logsumexp(ex):
 
 @checks("logsumexp")
 def huge_logits_do_not_overflow(ex):
-    """logits of ±1e4 in float32 and ±6e4 in float16 (exp overflows at 88 and 11)"""
-    for dtype, scale in ((torch.float32, 1e4), (torch.float16, 2e4)):
+    """logits up to ±1e4 in float32 and ±6e4 in float16 and bfloat16 (exp overflows at 88, 11 and 88)"""
+    for dtype, scale in ((torch.float32, 1e4), (torch.float16, 2e4), (torch.bfloat16, 1e5)):
         x = (torch.randn(6, 300, dtype=torch.float64) * scale).clamp(-6e4, 6e4).to(dtype)
         x[0, 3] = 6e4  # one dominating logit
         got = ex.logsumexp(x)
@@ -244,8 +244,8 @@ def z_loss_is_palm_squared_lse(ex):
 
 @checks("cross_entropy")
 def huge_logits_stay_finite(ex):
-    """float32 logits with gaps of ~1e4 (target probabilities underflow to 0) and fp16 logits up to ~3e4"""
-    for dtype, scale in ((torch.float32, 3e3), (torch.float16, 1e4)):
+    """float32 logits with gaps of ~1e4 (target probabilities underflow to 0), fp16 up to ~3e4, bf16 up to ~3e4"""
+    for dtype, scale in ((torch.float32, 3e3), (torch.float16, 1e4), (torch.bfloat16, 1e4)):
         logits = random_logits((4, 16), 200, torch.float64, scale=scale).clamp(-3e4, 3e4).to(dtype)
         targets = random_targets((4, 16), 200)
         got = ex.cross_entropy(logits, targets, label_smoothing=0.1)
