@@ -301,8 +301,30 @@ def build() -> LessonBuilder:
         print("buggy rows:\n", out)
         print("expected:\n", table[ids])
         print("guard elements overwritten:", int((~out_storage.isnan()).sum() - out.numel()))
+
+        # Draw it: which element of the output buffer holds what (0 guard kept, 1 right, 2 wrong, 3 guard overwritten)
+        status = torch.zeros(out_storage.shape)
+        inside = torch.zeros(out_storage.shape, dtype=torch.bool)
+        inside[:3, :D] = True
+        right = torch.zeros_like(inside)
+        right[:3, :D] = (out == table[ids]).cpu()
+        status[inside] = 2.0
+        status[right] = 1.0
+        status[~inside & ~out_storage.isnan().cpu()] = 3.0
+        fig, ax = plt.subplots(figsize=(5, 2.2))
+        ax.imshow(status, cmap=plt.matplotlib.colors.ListedColormap(["lightgrey", "tab:blue", "tab:orange", "tab:red"]),
+                  vmin=-0.5, vmax=3.5)
+        ax.set_xticks(range(out_storage.shape[1])); ax.set_yticks(range(out_storage.shape[0]))
+        ax.set_xlabel("column of the output buffer (D = 6, then 4 guard columns)"); ax.set_ylabel("row")
+        ax.set_title("blue: right, orange: wrong value, red: guard overwritten, grey: guard kept", fontsize=8)
+        fig.tight_layout()
+        plt.show()
     """)
     lesson.md(r"""
+        In the picture, rows 0 and 2 hold the wrong numbers (orange): with a row stride of 8, `row * D` lands in the
+        middle of another row. Row 1 is right only because its id is 0. Columns 6 and 7 of every row (red) were
+        overwritten by the unmasked store of the second column block. That is another tensor's memory in a real program.
+
         Write the corrected kernel and launcher: one program per (token, block of `BLOCK_D` columns); every table
         address from `stride_tv` and `stride_td`; masked loads *and* stores. The launcher refuses ids outside
         `[0, V)` on the host with an `IndexError` (that costs one device-to-host sync; PyTorch's `F.embedding` makes
