@@ -262,8 +262,9 @@ def build() -> LessonBuilder:
         - *Merging heads without the transpose*: `out.reshape(B, T, H·D)` on `(B, H, T, D)`, the same mix-up on the
           way out.
         - *Keys not rotated*: scores lose their relative-position form; only a reference sees it.
-        - *Positions taken as `0 .. T-1`*: right for an unpadded prefill, wrong for left-padded rows and for every
-          decoding step (a one-token step would sit at position 0).
+        - *Positions taken as `0 .. T-1`*: harmless in a prefill, even a left-padded one (shifting a whole row by a
+          constant changes no RoPE score), and wrong at every decoding step, where a one-token step would sit at
+          position 0 and see every cached key at the wrong distance.
         - *No causal mask*: every token sees the future; a model trained this way learns to copy.
         - *Post-norm*, or *the residual taken after the norm*: both load the checkpoint and compute something else.
         - *One norm used twice*: `post_attention_layernorm`'s trained gain is ignored. The checks randomise the
