@@ -69,7 +69,16 @@ def build() -> LessonBuilder:
         proportion to how busy it is. Under uniform routing, $f_i = P_i = 1/N$ and $\mathcal{L}_{\text{aux}} = 1$; this
         is the value a balanced router settles at, which is why the factor $N$ is there: the loss reads the same
         for 8 or 256 experts. A collapsed router that sends every token to the same $k$ experts, each with probability
-        near $1/k$, scores close to $N/k$ (the cell after the exercise prints 3.9 for $N = 8$, $k = 2$). Why not use $f$ alone? It is piecewise constant in $\ell$. Why not $P$ alone? $\sum_i P_i^2$ is
+        near $1/k$, scores close to $N/k$ (the cell after the exercise prints 3.9 for $N = 8$, $k = 2$).
+
+        **Where is the minimum?** If the counts followed the probabilities ($f = P$, the picture the Switch paper
+        argues with), the loss would be $N \sum_i P_i^2 \ge N \cdot \frac{1}{N} (\sum_i P_i)^2 = 1$ by Cauchy-Schwarz,
+        with equality only at $P_i = 1/N$: uniform routing is the minimum. With hard top-$k$ counts the bound is not
+        exact: a router whose probabilities are almost flat but whose argmaxes pile up on one expert can score a
+        little below 1 (for $N = 2$, $k = 1$: one token at $[1, 0]$ and three at $[0.45, 0.55]$ give 0.91). In
+        practice the loss sits near 1 for a balanced router and rises quickly with imbalance.
+
+        Why not use $f$ alone? It is piecewise constant in $\ell$. Why not $P$ alone? $\sum_i P_i^2$ is
         minimised by uniform *probabilities*, which can still route every token to the same expert. The product
         ties the differentiable part to the actual assignment.
 
