@@ -389,9 +389,10 @@ def build() -> LessonBuilder:
         compiled Unicode regex; Llama 3 uses `tiktoken`'s pattern with a different split of digits (runs of at most
         three, `\p{N}{1,3}`), which makes arithmetic easier to learn. Hugging Face `tokenizers` trains with a
         max-heap of pair counts updated incrementally (only the chunks that contain the merged pair are touched),
-        which is how it trains a 50k vocabulary on gigabytes in minutes. SentencePiece (Llama 1/2, T5) runs BPE or a
-        unigram model on Unicode characters with byte fallback instead of on bytes, and treats the space as the
-        character `▁`. Special tokens are matched before pre-tokenization everywhere, and inference servers (vLLM)
-        refuse or escape them in user text, so that a user cannot type an end-of-turn token.
+        which is what makes training on gigabytes practical. SentencePiece runs BPE (Llama 1 and 2, with byte fallback
+        for characters it has not seen) or a unigram model (T5) on Unicode characters instead of bytes, and treats the
+        space as the character `▁`. Special tokens are matched before pre-tokenization everywhere, which raises a question for every serving
+        stack: is `<|endoftext|>` typed by a user the special token or plain text? `tiktoken` refuses it unless it is
+        listed in `allowed_special`; Hugging Face tokenizers have `split_special_tokens` to encode it as text.
     """)
     return lesson
