@@ -289,7 +289,8 @@ def build() -> LessonBuilder:
 
         Keep both kernels' signatures (the check calls them directly). `num_programs=None` means: on a GPU four per
         SM (`torch.cuda.get_device_properties(...).multi_processor_count`), elsewhere `min(M, 4)`; never more than
-        `M`.
+        `M`. Give stage 1 about 8 elements per thread, `num_warps = BLOCK_SIZE // 256` clamped to 4..16 (its loop keeps
+        three `(BLOCK_SIZE,)` vectors alive, so it needs more threads per row than the forward).
     """)
     lesson.exercise(
         "layer_norm_backward",
