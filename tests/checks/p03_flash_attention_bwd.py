@@ -1,0 +1,346 @@
+"""Checks for p03.flash_attention_bwd. References: float64 autograd of `F.scaled_dot_product_attention` on the CPU
+(`enable_gqa=True`) for dQ, dK, dV; `(out * dout).sum(-1)` in float64 for delta; closed forms (identical keys: dQ = 0
+and dV a running mean of dO); NaN guard elements around every gradient. The backward's inputs (out, lse) come from
+float64 SDPA and `torch.logsumexp`, not from the learner's forward. The tolerance baseline is autograd of SDPA in the
+dtype under test."""
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from llm_algo.bench import baseline_rows, flops_row
+from llm_algo.checking import Checks, describe, expect, expect_close, expect_tensor
+from llm_algo.device import policy, triton_device, triton_dtypes
+from llm_algo.kernel_checks import expect_guard_untouched, expect_refused, guarded, random_window
+
+checks = Checks("p03.flash_attention_bwd", triton=True)
+HINT_DS = "dS = P * (dP - delta) with P = exp2(s * sm_scale * log2e - lse * log2e); dk and dq are scaled by sm_scale"
+
+
+def compiled() -> bool:
+    return policy().triton_path == "compiled"
+
+
+def sixteen_bit_dtypes():
+    return [dtype for dtype in triton_dtypes() if dtype != torch.float32]
+
+
+def strides3(*tensors):
+    """batch, head and sequence strides of each tensor, flattened, in the kernels' argument order."""
+    return [s for t in tensors for s in t.stride()[:3]]
+
+
+def forward64(q, k, v, causal):
+    """float64 out and lse (the backward's inputs), computed independently of the learner's forward."""
+    q64, k64, v64 = (t.double().cpu() for t in (q, k, v))
+    out = F.scaled_dot_product_attention(q64, k64, v64, is_causal=causal, enable_gqa=True)
+    k_rep = k64.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
+    scores = q64 @ k_rep.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if causal:
+        scores = scores.masked_fill(torch.ones(scores.shape[-2:], dtype=torch.bool).triu(1), float("-inf"))
+    return out, torch.logsumexp(scores, dim=-1)
+
+
+def grads_of_sdpa(q, k, v, dout, causal, dtype=torch.float64):
+    """dq, dk, dv by autograd of SDPA in `dtype` (float64 on the CPU: the oracle; q's dtype: the baseline)."""
+    if dtype == torch.float64:
+        q, k, v, dout = (t.double().cpu() for t in (q, k, v, dout))
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    out = F.scaled_dot_product_attention(*leaves, is_causal=causal, enable_gqa=True)
+    return torch.autograd.grad(out, leaves, dout)
+
+
+def backward_inputs(batch, heads, kv_heads, seq_q, seq_k, head_dim, causal, dtype):
+    device = triton_device()
+    q = torch.randn(batch, heads, seq_q, head_dim, device=device).to(dtype)
+    k = torch.randn(batch, kv_heads, seq_k, head_dim, device=device).to(dtype)
+    v = torch.randn(batch, kv_heads, seq_k, head_dim, device=device).to(dtype)
+    dout = torch.randn(batch, heads, seq_q, head_dim, device=device).to(dtype)
+    out, lse = forward64(q, k, v, causal)
+    return q, k, v, out.to(device=device, dtype=dtype), lse.to(device=device, dtype=torch.float32), dout
+
+
+def expect_gradients(got, q, k, v, dout, causal, label, hint=HINT_DS):
+    oracle = grads_of_sdpa(q, k, v, dout, causal)
+    baseline = grads_of_sdpa(q, k, v, dout, causal, dtype=q.dtype)
+    for name, mine, want, base, like in zip(("dq", "dk", "dv"), got, oracle, baseline, (q, k, v), strict=True):
+        expect_tensor(mine, shape=like.shape, dtype=like.dtype, device=like.device.type, input=label, what=name)
+        expect_close(mine, want, baseline=base, input=label, what=name, hint=hint)
+
+
+# ---------------------------------------------------------------------------------------------- attention_delta
+
+
+@checks("attention_delta", gate=True)
+def delta_kernel_stays_inside_its_output(ex):
+    """launches attention_delta_kernel on strided windows (S 37, BLOCK_M 16); the guard after delta must survive"""
+    batch, heads, seq, head_dim = 2, 3, 37, 32
+    device = triton_device()
+    out = random_window((batch, heads, seq, head_dim), (0, 0, 5, 8), device=device, dtype=torch.float16)
+    dout = random_window((batch, heads, seq, head_dim), (0, 1, 0, 16), device=device, dtype=torch.float16)
+    buffer, delta = guarded((batch * heads * seq,), (16,), device=device)
+    ex.attention_delta_kernel[(3, batch * heads)](
+        out, dout, delta, *strides3(out, dout), heads, seq, HEAD_DIM=head_dim, BLOCK_M=16
+    )
+    label = f"out strides {out.stride()}, dout strides {dout.stride()}, (2, 3, 37, 32) float16, grid (3, 6)"
+    expect_guard_untouched(buffer, delta.shape, input=label, hint="mask the store with offs_m < seq_len_q")
+    want = (out.double() * dout.double()).sum(-1).flatten()
+    expect_close(delta, want, input=label, hint="address rows with their stride (stride_om), not with HEAD_DIM")
+
+
+@checks("attention_delta")
+def hand_checkable_rows(ex):
+    """out row = [0, 1, ..., 15] / 8, dout row = 2 (then -1 on odd columns): delta = 30, then 30 - 3 * 64 / 8"""
+    device = triton_device()
+    row = torch.arange(16, dtype=torch.float32) / 8
+    out = row.expand(1, 1, 2, 16).contiguous().half().to(device)
+    dout = torch.full((1, 1, 2, 16), 2.0).half().to(device)
+    dout[0, 0, 1, 1::2] = -1.0
+    want = torch.tensor([[[30.0, 30.0 - 3 * 64 / 8]]], dtype=torch.float64)
+    expect_close(
+        ex.attention_delta(out, dout),
+        want,
+        input="out rows arange(16) / 8; dout 2, then -1 on odd columns",
+        hint="delta is the sum over the head dim of out * dout, one number per row",
+    )
+
+
+@checks("attention_delta")
+def random_rows_shapes_and_dtypes(ex):
+    """random (B, H, S, d) with S not a multiple of the block, batch 1, d 64 and 128; fp16 (+bf16 on GPU); float32"""
+    shapes = [(1, 1, 1, 64), (2, 3, 37, 64), (1, 4, 50, 128)] + ([(4, 32, 4099, 128)] if compiled() else [])
+    for dtype in sixteen_bit_dtypes():
+        for shape in shapes:
+            out, dout = (torch.randn(shape, device=triton_device()).to(dtype) for _ in range(2))
+            delta = ex.attention_delta(out, dout)
+            label = describe(out=out, dout=dout)
+            expect_tensor(delta, shape=shape[:3], dtype=torch.float32, device=out.device.type, input=label)
+            expect_close(
+                delta,
+                (out.double() * dout.double()).sum(-1),
+                baseline=(out.float() * dout.float()).sum(-1),
+                input=label,
+                hint="upcast to float32 before multiplying; sum over the last axis",
+            )
+
+
+@checks("attention_delta")
+def refuses_mismatched_shapes(ex):
+    """out and dout of different shapes, a 3-D input, a strided head dim raise an error"""
+    device = triton_device()
+    a = torch.randn(1, 2, 8, 32, device=device).half()
+    for label, pair in (
+        ("out (1, 2, 8, 32), dout (1, 2, 9, 32)", (a, torch.randn(1, 2, 9, 32, device=device).half())),
+        ("3-D out and dout", (a[0], a[0])),
+        ("a head dim with stride 2", (torch.randn(1, 2, 8, 64, device=device).half()[..., ::2], a)),
+    ):
+        expect_refused(
+            lambda pair=pair: ex.attention_delta(*pair),
+            input=label,
+            hint="check 4-D, equal shapes and stride(3) == 1 first",
+        )
+
+
+# ------------------------------------------------------------------------------------------ flash_attention_bwd
+
+
+@checks("flash_attention_bwd", gate=True)
+def kernels_stay_inside_their_gradients(ex):
+    """launches both kernels on strided NaN-guarded dq/dk/dv windows (S_q 37, S_k 45, 16x16 blocks, GQA 2:1)"""
+    batch, heads, kv_heads, seq_q, seq_k, head_dim = 1, 2, 1, 37, 45, 32
+    device, half = triton_device(), torch.float16
+    q = random_window((batch, heads, seq_q, head_dim), (0, 0, 3, 8), device=device, dtype=half)
+    k = random_window((batch, kv_heads, seq_k, head_dim), (0, 0, 5, 8), device=device, dtype=half)
+    v = random_window((batch, kv_heads, seq_k, head_dim), (0, 0, 5, 8), device=device, dtype=half)
+    dout = torch.randn(batch, heads, seq_q, head_dim, device=device).half()
+    out, lse = forward64(q, k, v, False)
+    lse = lse.float().to(device)
+    delta = (out * dout.double().cpu()).sum(-1).float().to(device)
+    dq_buffer, dq = guarded(tuple(q.shape), (0, 1, 7, 8), device=device, dtype=half)
+    dk_buffer, dk = guarded(tuple(k.shape), (0, 1, 9, 8), device=device, dtype=half)
+    dv_buffer, dv = guarded(tuple(k.shape), (0, 0, 9, 16), device=device, dtype=half)
+    scale = 1.0 / math.sqrt(head_dim)
+    meta = {"HEAD_DIM": head_dim, "BLOCK_M": 16, "BLOCK_N": 16, "IS_CAUSAL": False}
+    ex.flash_attention_bwd_dkdv_kernel[(3, batch * kv_heads)](
+        q, k, v, dout, lse, delta, dk, dv, *strides3(q, k, v, dout, dk, dv),
+        heads, kv_heads, seq_q, seq_k, scale, **meta,
+    )  # fmt: skip
+    ex.flash_attention_bwd_dq_kernel[(3, batch * heads)](
+        q, k, v, dout, lse, delta, dq, *strides3(q, k, v, dout, dq), heads, kv_heads, seq_q, seq_k, scale, **meta
+    )
+    label = (
+        "q (1, 2, 37, 32), k/v (1, 1, 45, 32) float16 strided windows; dq/dk/dv windows of NaN buffers; 16x16 blocks"
+    )
+    for name, buffer, window in (("dq", dq_buffer, dq), ("dk", dk_buffer, dk), ("dv", dv_buffer, dv)):
+        expect_guard_untouched(
+            buffer,
+            window.shape,
+            input=label + f" ({name})",
+            hint=f"mask the {name} store: rows < seq_len_q for dq, keys < seq_len_k for dk and dv",
+        )
+    expect_gradients((dq, dk, dv), q, k, v, dout, False, label, hint=HINT_DS + "; use the strides you are given")
+
+
+def random_cases():
+    """(batch, heads, kv_heads, S_q, S_k, d, causal): odd lengths, batch of one, GQA, d 64 and 128, S_q != S_k."""
+    cases = [
+        (1, 2, 2, 37, 37, 64, False),
+        (1, 4, 2, 45, 45, 64, True),
+        (2, 2, 1, 30, 51, 64, False),
+        (1, 2, 1, 33, 33, 128, True),
+        (1, 1, 1, 1, 1, 64, True),
+    ]
+    if compiled():
+        cases += [(2, 8, 2, 1000, 1000, 128, True), (1, 4, 4, 777, 1234, 64, False), (1, 8, 1, 2048, 2048, 128, True)]
+    return cases
+
+
+@checks("flash_attention_bwd")
+def matches_autograd_of_sdpa(ex):
+    """dq, dk, dv vs float64 autograd of SDPA: causal and not, GQA, odd lengths, batch 1, d 64/128, fp16 (+bf16 GPU)"""
+    for dtype in sixteen_bit_dtypes():
+        for batch, heads, kv_heads, seq_q, seq_k, head_dim, causal in random_cases():
+            q, k, v, out, lse, dout = backward_inputs(batch, heads, kv_heads, seq_q, seq_k, head_dim, causal, dtype)
+            label = describe(q=q, k=k) + f", causal={causal}"
+            got = ex.flash_attention_bwd(q, k, v, out, lse, dout, causal=causal)
+            expect(
+                isinstance(got, tuple) and len(got) == 3,
+                "flash_attention_bwd must return (dq, dk, dv)",
+                input=label,
+                expected="a tuple of 3 tensors",
+                got=type(got).__name__,
+            )
+            expect_gradients(got, q, k, v, dout, causal, label)
+
+
+@checks("flash_attention_bwd")
+def identical_keys_closed_form(ex):
+    """all keys equal: softmax is flat, so dQ = 0 exactly, and dV_j is the mean of dO over the queries that see key j"""
+    seq, head_dim = 40, 64
+    device = triton_device()
+    q = torch.randn(1, 2, seq, head_dim, device=device).half()
+    k = torch.randn(head_dim, device=device).half().expand(1, 1, seq, head_dim).contiguous()
+    v = torch.randn(1, 1, seq, head_dim, device=device).half()
+    dout = torch.randn(1, 2, seq, head_dim, device=device).half()
+    do64 = dout.double().cpu()
+    for causal in (False, True):
+        out, lse = forward64(q, k, v, causal)
+        dq, _, dv = ex.flash_attention_bwd(q, k, v, out.half().to(device), lse.float().to(device), dout, causal=causal)
+        if causal:  # query i spreads 1/(i+1) over keys 0..i: dV_j = sum_{i >= j} dO_i / (i + 1), summed over heads
+            weighted = do64 / torch.arange(1, seq + 1, dtype=torch.float64)[:, None]
+            want_dv = weighted.flip(2).cumsum(2).flip(2).sum(1, keepdim=True)
+        else:
+            want_dv = (do64.sum(2, keepdim=True) / seq).sum(1, keepdim=True).expand(1, 1, seq, head_dim)
+        label = f"q (1, 2, 40, 64) float16, one key repeated 40 times (1 KV head), causal={causal}"
+        base_dq, _, base_dv = grads_of_sdpa(q, k, v, dout, causal, dtype=q.dtype)
+        expect_close(
+            dq,
+            torch.zeros(q.shape, dtype=torch.float64),
+            baseline=base_dq,
+            input=label,
+            what="dq",
+            hint="dS = P * (dP - delta): each row of dS sums to zero, so with equal keys dQ = dS K = 0",
+        )
+        expect_close(
+            dv,
+            want_dv,
+            baseline=base_dv,
+            input=label,
+            what="dv",
+            hint="dV = P^T dO summed over the query heads of the group; causal: key j is seen by queries >= j",
+        )
+
+
+@checks("flash_attention_bwd")
+def gqa_gradients_sum_over_the_group(ex):
+    """6 query heads on 2 KV heads: dK and dV of each KV head are the sums over its 3 query heads"""
+    q, k, v, out, lse, dout = backward_inputs(1, 6, 2, 24, 24, 32, False, torch.float16)
+    _, dk, dv = ex.flash_attention_bwd(q, k, v, out, lse, dout)
+    _, want_dk, want_dv = grads_of_sdpa(q, k, v, dout, False)
+    _, base_dk, base_dv = grads_of_sdpa(q, k, v, dout, False, dtype=q.dtype)
+    for name, mine, want, base in (("dk", dk, want_dk, base_dk), ("dv", dv, want_dv, base_dv)):
+        for kv_head in range(2):
+            expect_close(
+                mine[:, kv_head],
+                want[:, kv_head],
+                baseline=base[:, kv_head],
+                input=describe(q=q, k=k) + ", group size 3",
+                what=f"{name} of KV head {kv_head} (the sum over query heads {3 * kv_head}..{3 * kv_head + 2})",
+                hint="loop over every query head of the group (head = kv_head * group + i) and accumulate into dk, dv",
+            )
+
+
+@checks("flash_attention_bwd")
+def refuses_inputs_it_cannot_handle(ex):
+    """float32 inputs, dout of the wrong shape, causal with S_q != S_k raise an error"""
+    q, k, v, out, lse, dout = backward_inputs(1, 2, 1, 16, 16, 32, False, torch.float16)
+    _, k24, v24, _, _, _ = backward_inputs(1, 2, 1, 16, 24, 32, False, torch.float16)
+    bad = [
+        ("float32 inputs", (q.float(), k.float(), v.float(), out.float(), lse, dout.float()), False),
+        ("dout (1, 2, 15, 32)", (q, k, v, out, lse, dout[:, :, :15]), False),
+        ("causal with S_q 16, S_k 24", (q, k24, v24, out, lse, dout), True),
+    ]
+    for label, args, causal in bad:
+        expect_refused(
+            lambda args=args, causal=causal: ex.flash_attention_bwd(*args, causal=causal),
+            input=label,
+            hint="check dtypes, shapes and causal lengths before launching",
+        )
+
+
+def naive_forward_backward(q, k, v, dout, causal: bool):
+    """The PyTorch baseline: materialised scores, float32 softmax, autograd for the gradients."""
+    scores = (q @ k.transpose(-1, -2)).float() / math.sqrt(q.shape[-1])
+    if causal:
+        scores = scores.masked_fill(torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).triu(1), -math.inf)
+    out = torch.softmax(scores, dim=-1).to(q.dtype) @ v
+    return torch.autograd.grad(out, (q, k, v), dout)
+
+
+def benchmark(ex):
+    """B4 H32 S4096 d128 bf16, causal and not: your backward vs SDPA's flash backward; forward + backward of both and
+    of plain PyTorch attention (eager and torch.compile)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    batch, heads, seq, head_dim = 4, 32, 4096, 128
+    q, k, v, dout = (torch.randn(batch, heads, seq, head_dim, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    rows = []
+    for causal in (False, True):
+        fwd_flops = 4 * batch * heads * seq * seq * head_dim // (2 if causal else 1)
+        shape = f"B4 H32 S4096 d128 bf16{' causal' if causal else ''}"
+        out, lse = ex.flash_attention_fwd(q.detach(), k.detach(), v.detach(), causal=causal)
+        rows.append(
+            flops_row(
+                "flash_attention_bwd",
+                shape,
+                lambda o=out, s=lse, c=causal: ex.flash_attention_bwd(q, k, v, o, s, dout, causal=c),
+                fwd_flops * 5 // 2,
+            )
+        )
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            sdpa_out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            rows.append(
+                flops_row(
+                    "SDPA (flash) backward",
+                    shape,
+                    lambda o=sdpa_out: torch.autograd.grad(o, (q, k, v), dout, retain_graph=True),
+                    fwd_flops * 5 // 2,
+                )
+            )
+        del sdpa_out
+
+        def yours_fwd_bwd(c=causal):
+            o, s = ex.flash_attention_fwd(q.detach(), k.detach(), v.detach(), causal=c)
+            return ex.flash_attention_bwd(q, k, v, o, s, dout, causal=c)
+
+        rows.append(flops_row("yours fwd + bwd", shape, yours_fwd_bwd, fwd_flops * 7 // 2))
+        rows += baseline_rows(
+            "softmax(q k^T) v fwd + bwd",
+            shape,
+            naive_forward_backward,
+            (q, k, v, dout, causal),
+            flops=fwd_flops * 7 // 2,
+        )
+    return rows

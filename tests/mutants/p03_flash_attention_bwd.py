@@ -1,0 +1,91 @@
+"""Realistic wrong versions of the p03.flash_attention_bwd solutions; every one must be rejected by a check."""
+
+from llm_algo.mutants import Mutant
+
+MUTANTS = [
+    Mutant(
+        "attention_delta",
+        "no_store_mask",
+        "stores a whole block of delta, past the last row",
+        [
+            (
+                "tl.store(delta_ptr + batch_head.to(tl.int64) * seq_len_q + offs_m, delta, mask=rows)",
+                "tl.store(delta_ptr + batch_head.to(tl.int64) * seq_len_q + offs_m, delta)",
+            )
+        ],
+    ),
+    Mutant(
+        "attention_delta",
+        "rows_by_head_dim",
+        "addresses the rows of out as if they were contiguous (row * HEAD_DIM) instead of by stride",
+        [("head * stride_oh + offs_m[:, None] * stride_om", "head * stride_oh + offs_m[:, None] * HEAD_DIM")],
+    ),
+    Mutant(
+        "attention_delta",
+        "sum_over_rows",
+        "reduces over the sequence axis instead of the head dimension (axis=0 and a broadcast)",
+        [
+            (
+                "delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=1)",
+                "delta = tl.sum(tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=0), axis=0) + tl.zeros([BLOCK_M], tl.float32)",
+            )
+        ],
+    ),
+    Mutant(
+        "flash_attention_bwd",
+        "ds_without_delta",
+        "takes dS = P * dP, forgetting the -D term of the softmax Jacobian (dK/dV kernel)",
+        [("ds_t = p_t * (dp_t - delta[None, :])", "ds_t = p_t * dp_t")],
+    ),
+    Mutant(
+        "flash_attention_bwd",
+        "dq_ds_without_delta",
+        "takes dS = P * dP in the dQ kernel",
+        [("ds = p * (dp - delta[:, None])", "ds = p * dp")],
+    ),
+    Mutant(
+        "flash_attention_bwd",
+        "gqa_only_first_head",
+        "dK/dV of a KV head take only the first query head of its group instead of the sum over the group",
+        [
+            (
+                "for head in range(kv_head * group_size, (kv_head + 1) * group_size):",
+                "for head in range(kv_head * group_size, kv_head * group_size + 1):",
+            )
+        ],
+    ),
+    Mutant(
+        "flash_attention_bwd",
+        "dk_missing_scale",
+        "forgets the 1/sqrt(d) of S = Q K^T / sqrt(d) in dK",
+        [("    dk = dk * sm_scale\n", "")],
+    ),
+    Mutant(
+        "flash_attention_bwd",
+        "dkdv_no_causal_mask",
+        "rebuilds P without the causal mask in the dK/dV kernel (future queries leak into dK, dV)",
+        [("p_t = tl.where(offs_n[:, None] <= offs_m[None, :], p_t, 0.0)", "p_t = p_t")],
+    ),
+    Mutant(
+        "flash_attention_bwd",
+        "lse_natural_log_in_exp2",
+        "subtracts the natural-log LSE inside exp2 without converting it to base 2 (dQ kernel)",
+        [
+            (
+                'mask=rows, other=float("inf")) * LOG2E\n    delta = tl.load(delta_ptr + batch_head',
+                'mask=rows, other=float("inf"))\n    delta = tl.load(delta_ptr + batch_head',
+            )
+        ],
+    ),
+    Mutant(
+        "flash_attention_bwd",
+        "dq_stops_before_diagonal",
+        "the causal dQ loop ends at the query block's first row, missing the diagonal key block",
+        [
+            (
+                "end_n = tl.minimum(start_m + BLOCK_M, seq_len_k) if IS_CAUSAL else seq_len_k",
+                "end_n = tl.minimum(start_m, seq_len_k) if IS_CAUSAL else seq_len_k",
+            )
+        ],
+    ),
+]
