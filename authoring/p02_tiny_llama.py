@@ -295,15 +295,25 @@ def build() -> LessonBuilder:
     ''',
     )
     lesson.md(r"""
-        ### Your Llama, generating: cost of a step with and without the cache
+        ### Your Llama, generating: the work of a step with and without the cache
 
-        The cell below builds your model at the tiny size with random weights, generates from a left-padded batch
-        with your `generate_greedy`, and checks the tokens against greedy decoding by full recomputation (the whole
-        sequence through the model at every step). It then times both ways of producing each new token and plots
-        the time per step: with the cache a step processes one token, without it the whole prefix.
+        The cell below builds your model at the tiny size with four layers and random weights, generates 40 tokens
+        from a left-padded batch with your `generate_greedy`, and checks them against greedy decoding by full
+        recomputation (the whole sequence through the model at every step). It counts the floating-point operations
+        of every step both ways with PyTorch's `FlopCounterMode` (matrix multiplies, which is nearly all of them)
+        rather than timing them: at this size a CPU's time per call is mostly Python and launch overhead, while the
+        count is exact. Without the cache the work grows with the sequence (and its attention part with its
+        square); with the cache a step costs one token's projections and FFN plus one row of attention.
     """)
     lesson.code(r"""
-        import time
+        from torch.utils.flop_counter import FlopCounterMode
+
+
+        def counted(call):  # (the call's result, its FLOPs)
+            with FlopCounterMode(display=False) as counter:
+                result = call()
+            return result, counter.get_total_flops()
+
 
         torch.manual_seed(0)
         try:
@@ -311,32 +321,27 @@ def build() -> LessonBuilder:
             prompts = torch.randint(0, 128, (2, 12))
             mask = torch.ones(2, 12, dtype=torch.bool)
             mask[1, :5] = False  # the second prompt has 7 real tokens, padded on the left
-            steps = 32
+            steps = 40
             tokens = generate_greedy(model, prompts, mask, max_new_tokens=steps)
-            recomputed, grown_mask, without_cache = prompts, mask, []
+            sequence, grown_mask, caches = prompts, mask, [KVCache() for _ in model.layers]
+            without_cache, with_cache = [], []
             with torch.no_grad():
+                model(prompts, attention_mask=mask, caches=caches)  # prefill the caches
                 for _ in range(steps):
-                    start = time.perf_counter()
-                    next_token = model(recomputed, attention_mask=grown_mask)[:, -1].argmax(-1, keepdim=True)
-                    without_cache.append((time.perf_counter() - start) * 1e3)
-                    recomputed = torch.cat((recomputed, next_token), dim=1)
-                    grown_mask = torch.cat((grown_mask, torch.ones(2, 1, dtype=torch.bool)), dim=1)
-                print("greedy tokens with the KV cache == full recomputation:", torch.equal(tokens, recomputed))
-                caches, with_cache = [KVCache() for _ in model.layers], []
-                logits = model(prompts, attention_mask=mask, caches=caches)
-                step_mask = mask
-                for _ in range(steps):
+                    logits, flops = counted(lambda: model(sequence, attention_mask=grown_mask))
+                    without_cache.append(flops)
                     next_token = logits[:, -1].argmax(-1, keepdim=True)
-                    step_mask = torch.cat((step_mask, torch.ones(2, 1, dtype=torch.bool)), dim=1)
-                    start = time.perf_counter()
-                    logits = model(next_token, attention_mask=step_mask, caches=caches)
-                    with_cache.append((time.perf_counter() - start) * 1e3)
+                    sequence = torch.cat((sequence, next_token), dim=1)
+                    grown_mask = torch.cat((grown_mask, torch.ones(2, 1, dtype=torch.bool)), dim=1)
+                    _, flops = counted(lambda: model(next_token, attention_mask=grown_mask, caches=caches))
+                    with_cache.append(flops)
+            print("greedy tokens with the KV cache == full recomputation:", torch.equal(tokens, sequence))
             lengths = range(12, 12 + steps)
             plt.figure(figsize=(6, 3.2))
-            plt.plot(lengths, without_cache, label="full recomputation")
-            plt.plot(lengths, with_cache, label="one token with the KV cache")
-            plt.xlabel("sequence length before the step"); plt.ylabel("time per step (ms, CPU)")
-            plt.title("decoding step cost, tiny Llama (4 layers)"); plt.legend(fontsize=8); plt.tight_layout()
+            plt.semilogy(lengths, [f / 1e6 for f in without_cache], label="full recomputation")
+            plt.semilogy(lengths, [f / 1e6 for f in with_cache], label="one new token, KV cache")
+            plt.xlabel("sequence length before the step"); plt.ylabel("MFLOP per step (batch of 2)")
+            plt.title("work per decoding step, tiny Llama (4 layers)"); plt.legend(fontsize=8); plt.tight_layout()
             plt.show()
         except NotImplementedError:
             print("finish TinyLlama and generate_greedy to run your model")
@@ -393,7 +398,7 @@ def build() -> LessonBuilder:
         - *Paged KV caches* preallocated in blocks (vLLM's PagedAttention) instead of `torch.cat` per step, which
           copies the whole cache and, over $n$ steps, costs $O(n^2)$ memory traffic.
         - *CUDA graphs* or `torch.compile` with a static cache remove the per-step Python and kernel-launch overhead,
-          which dominates at this tiny size (the flat "with cache" line above is mostly overhead).
+          which dominates at this tiny size.
         - *Sampling* (temperature, top-k, top-p) replaces `argmax` in chat models; greedy decoding is what tests and
           benchmarks use because it is deterministic. Speculative decoding keeps greedy's output exactly while
           verifying several tokens per step.
