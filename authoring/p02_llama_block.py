@@ -102,10 +102,10 @@ def build() -> LessonBuilder:
         import torch.nn as nn
 
         # Your building blocks from the earlier lessons (the reference where yours does not pass its checks yet)
-        rms_norm, RMSNorm = lesson.use("p02.rmsnorm", "rms_norm", "RMSNorm")
+        RMSNorm = lesson.use("p02.rmsnorm", "RMSNorm")
         rope_cache, apply_rope_rotate_half = lesson.use("p02.rope", "rope_cache", "apply_rope_rotate_half")
         SwiGLU = lesson.use("p02.swiglu", "SwiGLU")
-        attention, repeat_kv, KVCache = lesson.use("p02.attention_mha_gqa", "attention", "repeat_kv", "KVCache")
+        attention, KVCache = lesson.use("p02.attention_mha_gqa", "attention", "KVCache")
     """)
     lesson.md(r"""
         The lines above say, for each building block, whether your version or the reference was taken. Your
@@ -200,6 +200,42 @@ def build() -> LessonBuilder:
                 ### END SOLUTION
     ''',
     )
+    lesson.md(r"""
+        ### The residual stream grows with depth: a picture
+
+        The cell below stacks 24 of your blocks with random weights (the default `nn.Linear` initialisation, norm
+        gains at 1), runs a batch through them, and plots the root-mean-square of the residual stream after every
+        block. It does the same with the blocks rearranged as post-norm (the norm applied after each addition). In
+        the pre-norm stack nothing rescales the stream, so every branch's output piles onto it; in the post-norm
+        stack the stream is renormalised twice per block. This is why a pre-norm model ends with one more RMSNorm
+        before its output head.
+    """)
+    lesson.code(r"""
+        torch.manual_seed(0)
+        depth, hidden, num_heads, head_dim, seq_len = 24, 64, 4, 16, 16
+        try:
+            blocks = [LlamaBlock(hidden, num_heads, 2, head_dim, 160).eval() for _ in range(depth)]
+            cos, sin = rope_cache(seq_len, head_dim)
+            positions = torch.arange(seq_len).expand(2, seq_len)
+            x_pre = x_post = torch.randn(2, seq_len, hidden)
+            rms = lambda t: t.pow(2).mean().sqrt().item()  # noqa: E731
+            pre_norm, post_norm = [rms(x_pre)], [rms(x_post)]
+            with torch.no_grad():
+                for block in blocks:
+                    x_pre = block(x_pre, cos, sin, positions)
+                    attn = block.self_attn(x_post, cos, sin, positions)
+                    h = block.input_layernorm(x_post + attn)                       # post-norm: add, then normalise
+                    x_post = block.post_attention_layernorm(h + block.mlp(h))
+                    pre_norm.append(rms(x_pre)); post_norm.append(rms(x_post))
+            plt.figure(figsize=(6, 3.2))
+            plt.plot(pre_norm, marker=".", label="pre-norm (Llama): x + F(norm(x))")
+            plt.plot(post_norm, marker=".", label="post-norm: norm(x + F(x))")
+            plt.xlabel("blocks applied"); plt.ylabel("RMS of the residual stream")
+            plt.title("scale of the residual stream with depth (random weights)"); plt.legend(fontsize=8)
+            plt.tight_layout(); plt.show()
+        except NotImplementedError:
+            print("finish LlamaAttention and LlamaBlock to see your stack")
+    """)
     lesson.md(r"""
         ### Where a block's weights are
 
