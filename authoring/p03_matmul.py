@@ -192,6 +192,11 @@ def build() -> LessonBuilder:
         fig.tight_layout(); plt.show()
     """)
     lesson.md(r"""
+        Row-major, a wave of 132 programs spans two rows of tiles and all 64 columns: about 65 distinct tiles. With
+        `GROUP_M` = 8 or 16 it is a near-square block, about 26. `GROUP_M = 2` is no better than row-major (two rows,
+        still every column), and `GROUP_M = 64` is plain column-major order, which only swaps the roles of $A$ and $B$.
+        Which tiles actually stay in L2 also depends on tile sizes and the cache, but the count is the first-order effect.
+
         ## 4. Exercise `matmul`: the tiled kernel
 
         The kernel, for one program:
@@ -236,7 +241,9 @@ def build() -> LessonBuilder:
         `grid = lambda META: (triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"]),)`. Under the
         interpreter timing means nothing and costs minutes, so `matmul_configs()` returns one small config there
         (`p03.autotune` covers pruning and reading the timings). Configs whose tiles do not fit in shared memory (fp32
-        with large tiles) fail to compile and are skipped by the autotuner.
+        with large tiles) fail to compile and are skipped by the autotuner. Keep the list short: every config is a
+        compile per dtype and a benchmark per new shape. The four below are what an eight-config sweep on an H200
+        narrowed down to: the two large tiles win on big GEMMs, the small ones cover fp32 and small shapes.
 
         Keep the kernel's signature: the checks call `matmul_kernel` directly on guarded buffers.
     """)
@@ -289,9 +296,8 @@ def build() -> LessonBuilder:
             """The autotuner's search space: Hopper-sized tiles when compiled, one small tile under the interpreter."""
             if lesson.policy.triton_path != "compiled":
                 return [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4}, num_warps=4)]
-            tiles = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)
-                (128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 256, 64, 8, 4), (128, 128, 64, 8, 4),
-                (128, 128, 64, 4, 4), (128, 64, 64, 4, 4), (64, 128, 32, 4, 4), (64, 64, 32, 4, 3),
+            tiles = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages); each is a compile and a benchmark per key
+                (128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 32, 4, 4), (64, 64, 32, 4, 3),
             ]
             return [
                 triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8}, num_warps=w, num_stages=s)
@@ -362,14 +368,16 @@ def build() -> LessonBuilder:
                 print("Implement matmul first: this benchmark times your kernel.")
     """)
     lesson.md(r"""
-        **Reading the numbers** (a tuning run of the reference kernel on an NVIDIA H200, Triton 3.6, torch 2.11, one
-        fixed config `128 x 256 x 64`, 8 warps, 3 stages, `GROUP_M = 8`; your GPU will differ). At $4096^3$ fp16 the
-        kernel reached 667 TFLOP/s against cuBLAS's 707 (0.94x); at $8192^3$, 643 against 657 (0.98x); in bf16, 687
-        against 718 (0.96x) and 657 against 672 (0.98x). The same kernel with masked M/N loads instead of wrapped rows
-        was 2-3% slower, and the TMA variant (`tl.make_tensor_descriptor`) was no faster at these sizes. cuBLAS itself
-        runs at 66-73% of the H200's ~990 dense TFLOP/s: large GEMMs are limited by power and clocks, not by memory.
-        Run-to-run noise on these numbers is a few percent, so ±0.03x is a tie. The gap that remains is what
-        persistent, warp-specialised kernels close: the epilogue (cast and store of a 128 x 256 tile) of one tile
+        **Reading the numbers** (one run of `python -m llm_algo bench p03.matmul` on an NVIDIA H200, Triton 3.6,
+        torch 2.11; your GPU will differ). fp16: 663 TFLOP/s against cuBLAS's 697 at $4096^3$ (0.95x) and 665 against
+        725 at $8192^3$ (0.92x); bf16: 671 against 735 (0.91x) and 657 against 680 (0.97x). `torch.compile` of
+        `torch.matmul` calls cuBLAS too (683, 663, 719, 700: the spread between the two cuBLAS rows is the run-to-run
+        noise, a few percent). An earlier tuning run of the same kernel with one fixed config (`128 x 256 x 64`, 8 warps,
+        3 stages, the config the autotuner picks) gave 0.94x, 0.98x, 0.96x and 0.98x; masking the M/N loads instead of
+        wrapping the rows was 2-3% slower, and a TMA variant (`tl.make_tensor_descriptor`) was no faster. So the
+        kernel sits at 0.91-0.98x of cuBLAS: at or just under the 0.95x target depending on the run. cuBLAS itself runs at
+        66-74% of the H200's ~990 dense TFLOP/s, limited by power and clocks, not memory. The remaining gap is what
+        persistent, warp-specialised kernels close: the epilogue (cast and store of a `128 x 256` tile) of one tile
         overlaps the main loop of the next.
     """)
     lesson.stop()
