@@ -1,0 +1,97 @@
+"""Realistic wrong versions of the p03.autotune solutions; every one must be rejected by a check."""
+
+from llm_algo.mutants import Mutant
+
+MUTANTS = [
+    Mutant(
+        "prune_configs",
+        "smem_without_stages",
+        "counts one A tile and one B tile, forgetting the num_stages pipeline buffers",
+        [("return config.num_stages * (meta", "return 1 * (meta")],
+    ),
+    Mutant(
+        "prune_configs",
+        "fixed_element_size",
+        "assumes 2-byte elements, so fp32 configs that do not fit are kept",
+        [('element_size = named_args["a_ptr"].element_size()', "element_size = 2")],
+    ),
+    Mutant(
+        "prune_configs",
+        "tile_larger_than_problem_rule_without_power_of_two",
+        "compares BLOCK_M with M itself, dropping the 64-row tile that M = 40 needs",
+        [
+            (
+                'max_block_m = max(16, triton.next_power_of_2(named_args["M"]))',
+                'max_block_m = max(16, named_args["M"])',
+            ),
+            (
+                'max_block_n = max(16, triton.next_power_of_2(named_args["N"]))',
+                'max_block_n = max(16, named_args["N"])',
+            ),
+        ],
+    ),
+    Mutant(
+        "prune_configs",
+        "may_return_nothing",
+        "returns an empty list when nothing fits, which makes the autotuner raise",
+        [
+            (
+                "return kept or [min(configs, key=lambda config: shared_memory_bytes(config, element_size))]",
+                "return kept",
+            )
+        ],
+    ),
+    Mutant(
+        "measure",
+        "no_warmup",
+        "times from the first call, compile included",
+        [("    for _ in range(warmup):\n        fn()\n", "")],
+    ),
+    Mutant(
+        "measure",
+        "mean_not_median",
+        "reports the mean, which every hiccup drags up",
+        [("return statistics.median(durations)", "return statistics.mean(durations)")],
+    ),
+    Mutant(
+        "measure",
+        "no_sync_after_call",
+        "reads the clock right after the launch returns, before the kernel ran",
+        [("        fn()\n        synchronize()\n", "        fn()\n")],
+    ),
+    Mutant(
+        "measure",
+        "flush_timed",
+        "starts the clock before the cache flush, so the flush is timed too",
+        [
+            (
+                "        flush()\n        synchronize()\n        start = clock()\n",
+                "        start = clock()\n        flush()\n",
+            ),
+        ],
+    ),
+    Mutant(
+        "split_k",
+        "store_not_atomic",
+        "stores each slice's partial tile, so the last slice to run overwrites the others",
+        [("tl.atomic_add(c_ptrs, acc, mask=", "tl.store(c_ptrs, acc, mask=")],
+    ),
+    Mutant(
+        "split_k",
+        "floor_slices",
+        "splits K into K // SPLIT_K columns per slice, dropping the tail when SPLIT_K does not divide K",
+        [
+            (
+                "steps_per_split = tl.cdiv(tl.cdiv(K, BLOCK_K), SPLIT_K)",
+                "steps_per_split = tl.cdiv(K // SPLIT_K, BLOCK_K)",
+            ),
+            ("k_start = pid_k * steps_per_split * BLOCK_K", "k_start = pid_k * (K // SPLIT_K)"),
+        ],
+    ),
+    Mutant(
+        "split_k",
+        "no_reset_to_zero",
+        "autotunes the accumulating kernel without reset_to_zero",
+        [('key=["M", "N", "K"], reset_to_zero=["c_ptr"], do_bench=do_bench', 'key=["M", "N", "K"], do_bench=do_bench')],
+    ),
+]
