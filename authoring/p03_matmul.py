@@ -45,7 +45,7 @@ def build() -> LessonBuilder:
         $$
 
         The data is only $(MK + KN + MN)\,b$ bytes for $b$-byte elements: at $M = N = K = 8192$ in bf16 that is 384 MiB
-        for 1.1 PFLOP, about 2700 FLOPs per byte. The arithmetic is there; the question is how many times each element
+        for 1.1 TFLOP, about 2700 FLOPs per byte. The arithmetic is there; the question is how many times each element
         is *re-read*. Computing one $C_{ij}$ at a time reads a row of $A$ and a column of $B$ per output — $2K$ loads for
         $2K$ FLOPs, one FLOP per element loaded, hopelessly memory-bound.
 
@@ -219,10 +219,11 @@ def build() -> LessonBuilder:
         does the same.)
 
         The accumulator is float32 whatever the inputs: the tensor cores multiply fp16/bf16 pairs exactly and add in
-        fp32. Accumulating 8192 products in fp16 (10-bit mantissa) would lose about 3 significant digits.
+        fp32. fp16 carries about 3 significant decimal digits; a running sum of 8192 products in fp16 rounds 8192 times,
+        and once the sum is large each small product loses most of its bits in the addition.
 
         **fp32 inputs and TF32.** On NVIDIA GPUs since Ampere, `tl.dot` on float32 inputs uses **TF32** by default:
-        the inputs are rounded to a 10-bit mantissa, ~8x faster, with errors around $10^{-3}$ relative — like
+        the inputs are rounded to a 10-bit mantissa, several times faster, with errors around $10^{-3}$ relative — like
         `torch.backends.cuda.matmul.allow_tf32 = True`. When the caller asked for float32, pass
         `input_precision="ieee"`; the wrapper exposes the choice as `allow_tf32` (default off). (The interpreter
         computes in numpy and ignores the setting, so only a GPU shows the difference.)
@@ -376,7 +377,7 @@ def build() -> LessonBuilder:
         3 stages, the config the autotuner picks) gave 0.94x, 0.98x, 0.96x and 0.98x; masking the M/N loads instead of
         wrapping the rows was 2-3% slower, and a TMA variant (`tl.make_tensor_descriptor`) was no faster. So the
         kernel sits at 0.91-0.98x of cuBLAS: at or just under the 0.95x target depending on the run. cuBLAS itself runs at
-        66-74% of the H200's ~990 dense TFLOP/s, limited by power and clocks, not memory. The remaining gap is what
+        69-74% of the H200's ~990 dense TFLOP/s, limited by power and clocks, not memory. The remaining gap is what
         persistent, warp-specialised kernels close: the epilogue (cast and store of a `128 x 256` tile) of one tile
         overlaps the main loop of the next.
     """)

@@ -52,7 +52,7 @@ def build() -> LessonBuilder:
 
         The fused kernel writes $MN$ once and reads $r$ once: it saves $4MN\,b$ bytes with a residual, $2MN\,b$ without.
         For one Llama-3-8B MLP projection on 8192 tokens ($N = 14336$) in bf16, $2MN\,b = 470$ MB — about 0.1 ms at
-        4.8 TB/s, next to a 1.9 TFLOP GEMM of about 2.8 ms. A few percent per layer, and it also removes two kernel
+        4.8 TB/s, next to a 0.96 TFLOP GEMM of about 1.6 ms (measured below). A few percent per layer, and it also removes two kernel
         launches; for the small-M GEMMs of decoding, where the GEMM itself takes microseconds, the launches and round
         trips dominate.
 
@@ -276,15 +276,15 @@ def build() -> LessonBuilder:
         **Reading the numbers** (one run of the reference solutions on an NVIDIA H200, Triton 3.6, torch 2.11, at
         `M = 8192, K = 4096, N = 14336`; your GPU will differ). The fused kernel did **not** beat eager PyTorch here:
         in fp16 with GeLU, 480 TFLOP/s against 596 for `F.linear` + `F.gelu` and 576 under `torch.compile`; with SiLU
-        and a residual, 502 against 563 and 581. The epilogue is not what costs: the same kernel with
-        `ACTIVATION="none"` ran at 519-553 TFLOP/s and with GeLU at 478-533 across five tile configs, i.e. GeLU costs
+        and a residual, 502 against 563 and 581. The epilogue is not what costs: in a bf16 sweep of five tile configs, the same
+        kernel with the bias and `ACTIVATION="none"` ran at 512-553 TFLOP/s and with GeLU at 478-533, i.e. GeLU costs
         about 4%. The loss is in the main loop, and it is the **weight layout**: reading `W` as `(N, K)` (K contiguous,
         the `nn.Linear` layout) the kernel reached at most 553 TFLOP/s, while the same kernel on a `(K, N)` copy of `W.T`
         reached 697 (no epilogue) and 641 (GeLU) — faster than cuBLAS's 666 for `F.linear` with its bias. Triton's
         pointer-based loads of a K-contiguous B tile feed Hopper's wgmma less well; the fixes are a TMA descriptor
         load (`tl.make_tensor_descriptor`), or storing the weight transposed once at load time, which inference
-        engines do for exactly this reason. The bytes saved ($2MN\,b$ = 235 MB in bf16 without a residual, about
-        0.05 ms) are real but small next to a 1.7 ms GEMM at this M; they matter at small M (decode), where the GEMM
+        engines do for exactly this reason. The bytes saved ($2MN\,b$ = 470 MB in bf16 without a residual, about
+        0.1 ms) are real but small next to a 1.6 ms GEMM at this M; they matter at small M (decode), where the GEMM
         itself is memory-bound and the extra passes are a large share.
     """)
     lesson.stop()
@@ -295,7 +295,7 @@ def build() -> LessonBuilder:
         `"silu"` kernel contains only `z * sigmoid(z)`. `tl.sigmoid` is stable at both ends ($e^{-z}$ overflows to
         $\infty$ for very negative $z$, and $1/(1+\infty) = 0$ is the right limit), and building tanh from it inherits
         that: $2\sigma(2u) - 1$ is exactly $\pm 1$ far out. The cubic $0.044715\,z^3$ reaches $\pm\infty$ only beyond
-        $|z| \approx 10^{13}$ in float32, where the result is still right ($z$ or $0$).
+        $|z| \approx 7 \cdot 10^{12}$ in float32, where the result is still right ($z$ or $0$).
 
         **`linear_act_kernel`.** The main loop is `p03.matmul`'s, reading the weight through `(stride_wk, stride_wn) =
         (weight.stride(1), weight.stride(0))`: no transpose is ever materialised. The epilogue works on `acc` while it is
