@@ -101,6 +101,7 @@ def load_checks(lesson_id: str) -> Checks:
     path = checks_module_path(lesson_id)
     if not path.exists():
         raise FileNotFoundError(f"lesson {lesson_id} has no checks module at {display_path(path)}")
+    device_policy.policy()  # switches Triton's interpreter on (where needed) before a checks module can import triton
     module = load_module(path, f"llm_algo_checks.{path.stem}")
     registry = getattr(module, "checks", None)
     if not isinstance(registry, Checks) or registry.lesson_id != lesson_id:
