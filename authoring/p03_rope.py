@@ -306,17 +306,20 @@ def build() -> LessonBuilder:
                 print("Implement rope_ first: this benchmark times your kernel.")
     """)
     lesson.md(r"""
-        **Reading the numbers.** Per token the kernel streams $2 (H_q + H_{kv}) D b$ bytes and does 6 FLOPs per pair:
-        a pure bandwidth kernel, so its ceiling is the device-to-device copy of q and k in the bench table, and the
-        issue's target for the reference is at least 90% of it and at least `torch.compile`. Three things keep a
-        per-token kernel below the copy: each program moves only $(H_q + H_{kv}) D b$ = 10 KiB each way at Llama-3-8B's
-        layout, so many programs must be in flight per SM to cover HBM latency (the batch × sequence grid provides
-        tens of thousands); the x1 and x2 loads of a head are two half-rows rather than one contiguous row (still
-        whole 128-byte segments at $D = 128$ in bf16); and the table rows, read once per token, add about 2.5%.
-        Eager PyTorch materialises `rotate_half` (a `cat`), the gathered tables and the products, several full
-        passes over q and k, which is why it lands near a tenth of the copy. `torch.compile` fuses all of it into
-        one out-of-place kernel, which must also allocate and write new tensors. The maintainers add the measured
-        H200 table here.
+        **Reading the numbers** (one run of `python -m llm_algo bench p03.rope` with the reference solution on an NVIDIA
+        H200, Triton 3.6, torch 2.11; your GPU will differ). Per token the kernel streams $2 (H_q + H_{kv}) D b$ bytes
+        and does 6 FLOPs per pair: a pure bandwidth kernel, whose ceiling is the device-to-device copy of q and k,
+        4005 GB/s in this run. At B = 4, S = 4096, 32/8 heads, D = 128 in bf16, in place on q and k, `rope_` ran at
+        3681 GB/s, 92% of the copy, ahead of `torch.compile` (3204, 80%): the course's target (≥ 90% of the copy and at
+        least `torch.compile`) is met. What keeps a per-token kernel below the copy: each program moves only
+        $(H_q + H_{kv}) D b$ = 10 KiB each way at Llama-3-8B's layout, so many programs must be in flight per SM to
+        cover HBM latency (the batch × sequence grid provides tens of thousands); the x1 and x2 loads of a head are two
+        half-rows rather than one contiguous row (still whole 128-byte segments at $D = 128$ in bf16); and the table
+        rows, read once per token and not counted by the formula, add at most about 2.5%. This run does not say how
+        the 8 points split between these. HF-style eager materialises `rotate_half` (a `cat`), the gathered tables and
+        the products, several full passes over q and k, and reached 314 GB/s, 8% of the copy and a twelfth of the
+        fused kernel. `torch.compile` fuses that code into out-of-place kernels that write new q and k tensors; what
+        costs it the 12 points it trails your kernel by was not measured.
     """)
     lesson.stop()
     lesson.md(r"""
