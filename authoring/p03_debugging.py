@@ -430,14 +430,27 @@ def build() -> LessonBuilder:
                 ax.set_ylabel("GB/s"); ax.legend(); fig.tight_layout(); plt.show()
     """)
     lesson.md(r"""
-        **Reading the numbers.** `row_max` and `embedding` are pure streaming kernels: one read (and for the gather
-        one write) of every byte, so on a large enough problem both should sit near the device-to-device copy line,
-        and `torch.amax` / `F.embedding` near them. A row max with one program per row and `BLOCK_N = 1024` keeps
-        8192 columns in 8 loop iterations per program, 16384 programs in flight: plenty to hide memory latency. The
-        histogram is different: 2^26 atomic increments onto 256 addresses serialise in L2, so expect it well below
-        the copy bandwidth and below `torch.bincount` (which aggregates per block in shared memory first). If you
-        want to close that gap, count each block with `tl.histogram(bins, num_bins)` and issue one
-        `tl.atomic_add` of a `(num_bins,)` vector per program. The lead fills the H200 numbers of one run in here.
+        **Reading the numbers** (one run of `python -m llm_algo bench p03.debugging` with the reference solutions on an
+        NVIDIA H200, Triton 3.6, torch 2.11; your GPU will differ). In GB/s, next to a device-to-device copy at
+        4145 GB/s in the same run:
+
+        | | yours | PyTorch eager | `torch.compile` |
+        | --- | --- | --- | --- |
+        | `row_max` 16384 × 8192 fp16 | 3699 (89% of copy) | `torch.amax` 1766 | 3733 |
+        | `histogram` $2^{26}$ int32, 256 bins | 15.5 (17.3 ms) | `torch.bincount` 467 (0.57 ms) | — |
+        | `embedding` 16384 ids × 4096 fp16 | 1857 (45%) | `F.embedding` 3709 | 3763 |
+
+        `row_max` is a pure streaming read: one program per row and `BLOCK_N = 1024` give 8 loop iterations per
+        program and 16384 programs, enough to hide memory latency, and it sits near the copy, level with
+        `torch.compile` and twice eager `torch.amax`. The histogram is where correctness costs speed: $2^{26}$ atomic
+        increments onto 256 hot addresses serialise in L2 (about 3.9 billion per second here), and the corrected
+        kernel is 30× slower than `torch.bincount`. A production histogram counts each program's block privately first
+        (`tl.histogram(bins, num_bins)` in registers, or shared memory) and then merges once, one `tl.atomic_add` of a
+        `(num_bins,)` vector per program; that version is not measured here. The embedding gather is a stream too and
+        `F.embedding` runs it near the copy, but the fixed kernel reaches only half of PyTorch's speed, about 0.07 ms
+        more per call. One difference is certain: your timed call includes the launcher's host check (`ids.min()` and
+        `ids.max()`, two small kernels and two device-to-host syncs), which `F.embedding` does inside its kernel; how
+        much of the gap that is, and how much is the kernel itself, is unexplored.
     """)
     lesson.stop()
     lesson.md(r"""
