@@ -141,6 +141,20 @@ def expect(
         raise CheckFailed(summary, input=input, expected=expected, got=got, hint=hint)
 
 
+def expect_gradcheck(fn: Callable, inputs: tuple, *, input: str = "", hint: str = "") -> None:
+    """`torch.autograd.gradcheck` (float64 inputs that require grad) as a check: a broken graph (detach, in-place
+    writes) fails with its first error line; NotImplementedError still means *not attempted*."""
+    try:
+        ok = torch.autograd.gradcheck(fn, inputs, raise_exception=False)
+    except NotImplementedError:  # a subclass of RuntimeError: let "not attempted" through
+        raise
+    except RuntimeError as exc:
+        ok, detail = False, (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    else:
+        detail = "numerical and analytical gradients differ"
+    expect(ok, "gradients are wrong or do not flow", input=input, expected="gradcheck passes", got=detail, hint=hint)
+
+
 def expect_tensor(
     value, *, shape=None, dtype=None, device=None, input: str = "", what: str = "output", hint: str = ""
 ) -> None:

@@ -10,7 +10,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from llm_algo.checking import Checks, describe, expect, expect_close, expect_tensor
+from llm_algo.checking import Checks, describe, expect, expect_close, expect_gradcheck, expect_tensor
 from llm_algo.kernel_checks import expect_refused
 
 checks = Checks("p02.hyper_connections")
@@ -100,16 +100,6 @@ def random_static(n: int, dtype=F64):
     )
 
 
-def gradcheck_ok(fn, inputs):
-    try:
-        ok = torch.autograd.gradcheck(fn, inputs, raise_exception=False)
-    except NotImplementedError:
-        raise
-    except RuntimeError as exc:
-        return False, (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    return ok, "numerical and analytical gradients differ"
-
-
 # ------------------------------------------------------------------------------------------ residual_stack
 
 
@@ -190,13 +180,10 @@ def gradients_through_both_placements(ex):
     layers, norms = make_blocks(2, 6)
     x = torch.randn(3, 6, dtype=F64, requires_grad=True)
     for placement in ("pre", "post"):
-        ok, detail = gradcheck_ok(lambda t, p=placement: ex.residual_stack(t, layers, norms, p, 1.5), (x,))
-        expect(
-            ok,
-            "gradients are wrong or do not flow",
+        expect_gradcheck(
+            lambda t, p=placement: ex.residual_stack(t, layers, norms, p, 1.5),
+            (x,),
             input=describe(x=x) + f", {placement}",
-            expected="gradcheck passes",
-            got=detail,
         )
 
 
@@ -403,8 +390,7 @@ def gradients_reach_the_dynamic_parameters(ex):
         for param in module.parameters():
             param.add_(0.3 * torch.randn_like(param))
     H2 = torch.randn(2, n, d, dtype=F64, requires_grad=True)
-    ok, detail = gradcheck_ok(lambda t: module(t, block), (H2,))
-    expect(ok, "gradients are wrong or do not flow", input=describe(H=H2), expected="gradcheck passes", got=detail)
+    expect_gradcheck(lambda t: module(t, block), (H2,), input=describe(H=H2))
 
 
 # ------------------------------------------------------------------------------------------ hyper_connection_stack
@@ -457,8 +443,7 @@ def input_untouched_and_gradient(ex):
         torch.equal(x, before), "the input was modified", input=describe(x=x), expected="x unchanged", got="x changed"
     )
     xg = x.clone().requires_grad_(True)
-    ok, detail = gradcheck_ok(lambda t: ex.hyper_connection_stack(t, blocks, connections, n), (xg,))
-    expect(ok, "gradients are wrong or do not flow", input=describe(x=x), expected="gradcheck passes", got=detail)
+    expect_gradcheck(lambda t: ex.hyper_connection_stack(t, blocks, connections, n), (xg,), input=describe(x=x))
 
 
 # ------------------------------------------------------------------------------------------ sinkhorn
