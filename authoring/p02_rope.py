@@ -243,9 +243,11 @@ def build() -> LessonBuilder:
           in a batch can be at different lengths, so each row has its own offset.
         - **Left padding** (左填充): a batch of prompts of unequal length is padded on the left. Hugging Face's
           `generate` sets `position_ids = attention_mask.cumsum(-1) - 1` so that each row's first real token is at
-          position 0. In a prefill alone a constant shift of a whole row changes no attention score (RoPE scores
-          depend only on $m - n$), but the next decoding step places the new token at `past_len`, and a row whose
-          prompt was numbered from its padding would then disagree with the same prompt decoded on its own.
+          position 0. RoPE scores depend only on $m - n$, so numbering a row from its padding shifts all its real
+          tokens by the same amount and changes no score, as long as the prefill and every decoding step use the same
+          numbering. Mixing the two breaks it: a prefill numbered with `arange` followed by decoding steps placed at
+          the row's real length puts each new token at the wrong distance. The cumsum convention makes a padded row
+          identical, position by position, to the same prompt run alone.
 
         Gather the rows of the tables at `position_ids`, broadcast them over the heads, and apply
         $y = x \odot \cos + \operatorname{rotate\_half}(x) \odot \sin$. Compute in float32 (float64 stays float64) and
