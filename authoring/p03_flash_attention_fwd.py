@@ -55,9 +55,10 @@ def build() -> LessonBuilder:
         $\lfloor h / g \rfloor$ (the same convention as Hugging Face's `repeat_kv` and SDPA's `enable_gqa`).
 
         **Cost.** Two matmuls of $2 S_q S_k d$ FLOPs each: $4 S_q S_k d$ per head, half of it under a causal mask. The
-        inputs and output are only $4 S d$ elements per head. At $S = 4096$, $d = 128$ that is about 1000 FLOPs per byte
-        of $Q, K, V, O$ — far above an H200's ~200 FLOPs/byte ridge point (990 TFLOP/s of bf16 over 4.8 TB/s), so a
-        kernel that never writes $S$ or $P$ is compute-bound, and its yardstick is TFLOP/s.
+        inputs and output are only $4 S d$ elements per head. At $S = 4096$, $d = 128$ in bf16 that is
+        $4 S^2 d / (4 S d \cdot 2\,\text{B}) = S/2 \approx 2000$ FLOPs per byte of $Q, K, V, O$ (1000 causal) — far
+        above an H200's ~200 FLOPs/byte ridge point (990 TFLOP/s of bf16 over 4.8 TB/s), so a kernel that never writes
+        $S$ or $P$ is compute-bound, and its yardstick is TFLOP/s.
 
         ## 2. The online softmax, now with an accumulator
 
@@ -442,7 +443,9 @@ def build() -> LessonBuilder:
         rescaled when the max grows (right whenever the first block holds each row's max — so the checks use many key
         blocks); a missing $1/\sqrt d$; no mask on the last key block (zero-padded keys get score 0 and steal
         probability mass); a causal skip that stops before the diagonal block (row $i$ never sees key $i$; the first rows
-        see nothing and give NaN) or a strict $<$ in the mask; the GQA map written `head % num_kv_heads` (interleaved
+        see nothing and give NaN) or a strict $<$ in the mask; `masked_start = start_m` without rounding down to
+        `BLOCK_N` (the same thing while `BLOCK_M` is a multiple of `BLOCK_N`, but with 16 x 32 blocks the unmasked loop
+        runs over the diagonal block); the GQA map written `head % num_kv_heads` (interleaved
         groups, which is not what SDPA, Hugging Face or vLLM use); the LSE left in base 2.
 
         **Cost.** $4 B H S_q S_k d$ FLOPs (half causal), and HBM traffic of about $B S d (2H + 2H_{kv})$ elements plus

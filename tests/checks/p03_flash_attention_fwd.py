@@ -158,12 +158,14 @@ def identical_keys_give_running_means(ex):
 
 
 def random_cases():
-    """(batch, heads, kv_heads, S_q, S_k, d, causal, blocks): odd lengths, batch of one, GQA, d 64 and 128."""
+    """(batch, heads, kv_heads, S_q, S_k, d, causal, blocks): odd lengths, batch of one, GQA, d 64 and 128, and
+    BLOCK_N both smaller and larger than BLOCK_M under the causal mask."""
     cases = [
         (1, 2, 2, 37, 37, 64, False, {"block_m": 16, "block_n": 16}),
         (2, 4, 2, 50, 70, 64, False, {"block_m": 16, "block_n": 32}),
         (1, 4, 1, 45, 45, 64, True, {"block_m": 16, "block_n": 16}),
         (1, 2, 1, 33, 33, 128, True, {"block_m": 32, "block_n": 16}),
+        (1, 2, 1, 41, 41, 64, True, {"block_m": 16, "block_n": 32}),  # a key block wider than the query block
         (1, 2, 2, 1, 1, 64, True, {}),
         (2, 3, 3, 20, 29, 32, False, {}),
     ]

@@ -34,6 +34,18 @@ MUTANTS = [
     ),
     Mutant(
         "flash_attention_fwd",
+        "masked_start_not_rounded_down",
+        "starts the masked causal loop at the query block's first row instead of rounding it down to BLOCK_N: with "
+        "BLOCK_N > BLOCK_M the unmasked loop runs over the diagonal block (future keys leak in) and it is counted twice",
+        [
+            (
+                "masked_start = tl.minimum(start_m // BLOCK_N * BLOCK_N, full_blocks_end)",
+                "masked_start = tl.minimum(start_m, full_blocks_end)",
+            )
+        ],
+    ),
+    Mutant(
+        "flash_attention_fwd",
         "strict_causal_mask",
         "the causal mask uses key < query, so a token does not attend to itself",
         [("keep = keep & (cols[None, :] <= offs_m[:, None])", "keep = keep & (cols[None, :] < offs_m[:, None])")],
