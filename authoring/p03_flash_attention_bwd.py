@@ -76,7 +76,7 @@ def build() -> LessonBuilder:
         | design | $dK, dV$ | $dQ$ | cost |
         | --- | --- | --- | --- |
         | FlashAttention-2 paper | one program per key block, loop over query blocks | `atomic_add` of each partial $dQ$ into fp32 | one pass; atomics are non-deterministic and contend on the same rows; an fp32 $dQ$ buffer and a cast |
-        | this lesson (Triton tutorial, FA3's deterministic mode) | one program per key block, loop over query blocks | a **second kernel**, one program per query block, loop over key blocks | recomputes $S$, $P$ and $dP$ once more (7 matmuls instead of 5) but every output is written once, by one program, deterministically |
+        | this lesson (the two loops of Triton's fused-attention tutorial, which runs them in one launch) | one program per key block, loop over query blocks | a **second kernel**, one program per query block, loop over key blocks | recomputes $S$, $P$ and $dP$ once more (7 matmuls instead of 5) but every output is written once, by one program, deterministically |
 
         Recomputation is cheap on a GPU whose tensor cores are idle half the time anyway, and bitwise-reproducible
         gradients are worth a lot when you debug a training run. We write two kernels.
