@@ -17,11 +17,12 @@ def build() -> LessonBuilder:
     lesson.title(
         prerequisite_links={"p02.rope": "02_PyTorch_Algorithms/04_RoPE.ipynb"},
         intro=r"""
-        Llama-2-70B and Llama-3-70B have the same 80 layers, 64 query heads and head size 128. One of them stores
-        2.5 MiB of keys and values per generated token in fp16; the other stores 320 KiB. The difference is one
-        number in the config, `num_key_value_heads`: 64 (multi-head attention) versus 8 (grouped-query attention).
-        At a 32k-token context and a batch of 8, that is 640 GiB against 80 GiB of KV cache. Grouped-query attention
-        is why a 70B model can serve long contexts on one node at all.
+        Llama-2-70B has 80 layers, 64 query heads and head size 128. As plain multi-head attention it would store
+        2.5 MiB of keys and values per generated token in fp16; it stores 320 KiB. The difference is one number in
+        the config, `num_key_value_heads`: 8 (grouped-query attention) instead of 64 (multi-head attention), a
+        choice Llama-3-70B kept. At a 32k-token context and a batch of 8, that is
+        640 GiB against 80 GiB of KV cache. Grouped-query attention is why a 70B model can serve long contexts on one
+        node at all.
 
         **You will implement** `repeat_kv` (the head grouping), one `attention` function that covers multi-head,
         multi-query and grouped-query attention with causal and padding masks and a query length different from the
@@ -53,9 +54,10 @@ def build() -> LessonBuilder:
         | the same 70B with MHA | 80 | 64 | 64 | 128 | 2560 KiB |
         | Falcon-7B (MQA) | 32 | 71 | 1 | 64 | 8 KiB |
 
-        During decoding each step reads the whole cache once and does about 2 FLOPs per cached byte-pair of
-        $q \cdot k$ and $p \cdot v$: arithmetic intensity is tiny, so decode speed is set by how many bytes of cache
-        a GPU can read per second. Fewer KV heads means fewer bytes, a bigger batch in the same memory, and faster
+        During decoding each step reads the whole cache once and does one multiply-add (2 FLOPs) per cached element
+        and query head that reads it ($q \cdot k$ for keys, $p\,v$ for values): about 1 FLOP per fp16 byte for MHA,
+        $g$ for a group of $g$ query heads. Arithmetic intensity is tiny, so decode speed is set by how many bytes of
+        cache a GPU can read per second. Fewer KV heads means fewer bytes, a bigger batch in the same memory, and faster
         steps. That is the whole motivation for MQA (Shazeer, 2019, *Fast Transformer Decoding: One Write-Head is
         All You Need*) and GQA (Ainslie et al., 2023, *GQA: Training Generalized Multi-Query Transformer Models from
         Multi-Head Checkpoints*).
