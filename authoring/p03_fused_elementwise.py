@@ -305,7 +305,7 @@ def build() -> LessonBuilder:
         The tanh form (`approximate="tanh"`, GPT-2's "gelu_new") was invented when erf was slow; the two differ by up to
         about $5 \cdot 10^{-4}$ near $|x| \approx 2.7$, hundreds of times fp32's rounding error, so a model must use the one it was
         trained with. Triton has `tl.math.erf` but no tanh in its portable core. Do not write
-        $\tanh u = (e^{2u} - 1)/(e^{2u} + 1)$: for $x \gtrsim 12$, $e^{2u}$ overflows fp32 and the quotient is
+        $\tanh u = (e^{2u} - 1)/(e^{2u} + 1)$: for $x \gtrsim 10$, $e^{2u}$ overflows fp32 and the quotient is
         $\infty/\infty = \text{NaN}$. Use the identity $\tfrac12(1 + \tanh u) = \sigma(2u)$ instead:
 
         $$
