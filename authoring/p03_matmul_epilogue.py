@@ -294,8 +294,8 @@ def build() -> LessonBuilder:
         **`apply_activation`.** `ACTIVATION` is a `tl.constexpr`, so the `if` chain is evaluated by the compiler: the
         `"silu"` kernel contains only `z * sigmoid(z)`. `tl.sigmoid` is stable at both ends ($e^{-z}$ overflows to
         $\infty$ for very negative $z$, and $1/(1+\infty) = 0$ is the right limit), and building tanh from it inherits
-        that: $2\sigma(2u) - 1$ is exactly $\pm 1$ far out. The cubic $0.044715\,z^3$ reaches $\pm\infty$ only beyond
-        $|z| \approx 7 \cdot 10^{12}$ in float32, where the result is still right ($z$ or $0$).
+        that: $2\sigma(2u) - 1$ is exactly $\pm 1$ far out. The cubic $0.044715\,z^3$ (evaluated left to right as written) reaches
+        $\pm\infty$ only beyond $|z| \approx 2 \cdot 10^{13}$ in float32, where the result is still right ($z$ or $0$).
 
         **`linear_act_kernel`.** The main loop is `p03.matmul`'s, reading the weight through `(stride_wk, stride_wn) =
         (weight.stride(1), weight.stride(0))`: no transpose is ever materialised. The epilogue works on `acc` while it is
