@@ -268,8 +268,9 @@ def build() -> LessonBuilder:
         - *GELU or sigmoid instead of SiLU*: a different GLU variant. GELU is within about 0.1 of SiLU near zero, so
           only a comparison with a reference at realistic scales catches it.
         - *Forgetting the up projection* (`W_down silu(W_gate x)`): a plain MLP with the wrong weights.
-        - *Rounding down* (`h // m * m`) or adding a multiple when $h$ is already on one: 10752 or 11264 instead of
-          11008, and a checkpoint no longer loads.
+        - *Rounding down* (`h // m * m`): 10752 instead of 11008 for Llama-2-7B, and a checkpoint no longer loads.
+          *Always adding a multiple* (`(h // m + 1) * m`) is right for Llama-2-7B, but wrong whenever $h$ is already
+          on a multiple: $d = 3072$ gives 8448 instead of 8192.
         - *Applying the multiplier after rounding*: Llama-3-8B gets 14643 instead of 14336.
         - *`bias=True`*: the state dict grows `gate_proj.bias` keys that no Llama checkpoint has (strict loading fails).
         - *Gate and up weights swapped in `forward`*: loads cleanly, computes the wrong thing.
