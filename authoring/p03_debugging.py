@@ -468,14 +468,15 @@ def build() -> LessonBuilder:
         range of the *value*, because the address `hist_ptr + bins` comes from data. Every address a kernel
         computes from data (ids, indices, bins, expert numbers) needs a range check or a documented precondition.
 
-        **`embedding_kernel`.** The id is widened to int64 before it is multiplied by the row stride: with a 256k
-        vocabulary and a 8192-wide table, `row * stride_tv` passes $2^{31}$ and an int32 product wraps to a negative
-        address. `tl.device_assert` documents the precondition and checks it under `TRITON_DEBUG=1`; the host check
+        **`embedding_kernel`.** The id is widened to int64 before it is multiplied by the row stride: once $V \cdot D$
+        passes $2^{31}$ (a 256k vocabulary and a 16384-wide table), so can `row * stride_tv`, and an int32 product
+        wraps to a negative address. `tl.device_assert` documents the precondition and checks it under `TRITON_DEBUG=1`; the host check
         in the launcher is what protects memory in normal runs. The store is masked like the load.
 
         **The mistakes the checks catch** (each a mutant in `tests/mutants/p03_debugging.py`):
         - `row_max`: `cols <= N` (reads the guard), `other=0` or an accumulator starting at 0 (all-negative rows give
-          0), ignoring the column stride (wrong on transposed inputs), no power-of-two check.
+          0), ignoring the column stride (wrong on transposed inputs), a loop over whole blocks only (the tail of every
+          row is never read).
         - `histogram`: load + store instead of an atomic (lost counts whenever a block repeats a bin), the atomic
           without the tail mask (bin 0 over-counted by the fill value), no range check on the value (writes into the
           guard before or after the histogram).
