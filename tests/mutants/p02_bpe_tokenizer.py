@@ -113,4 +113,26 @@ MUTANTS = [
             )
         ],
     ),
+    Mutant(
+        "train_bpe",
+        "first_seen_on_ties",
+        "takes Counter.most_common(1): ties go to the pair counted first, not to the smallest pair",
+        [
+            (
+                "best = min(pair_counts, key=lambda pair: (-pair_counts[pair], pair))",
+                "best = pair_counts.most_common(1)[0][0]",
+            )
+        ],
+    ),
+    Mutant(
+        "train_bpe",
+        "ties_by_concatenated_bytes",
+        "breaks ties by the merged bytes a + b instead of the pair (a, b)",
+        [
+            (
+                "key=lambda pair: (-pair_counts[pair], pair))",
+                "key=lambda pair: (-pair_counts[pair], pair[0] + pair[1]))",
+            )
+        ],
+    ),
 ]
