@@ -138,4 +138,15 @@ MUTANTS = [
             )
         ],
     ),
+    Mutant(
+        "generate_greedy",
+        "decode_steps_without_mask",
+        "passes the mask at the prefill only: decoding steps see the cached padding and take positions past it",
+        [
+            (
+                "logits = model(next_token, attention_mask=mask, caches=caches)",
+                "logits = model(next_token, caches=caches)",
+            )
+        ],
+    ),
 ]
