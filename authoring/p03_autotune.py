@@ -388,13 +388,14 @@ def build() -> LessonBuilder:
         `num_stages` or with a fixed 2-byte element, the tile-size rule without `next_power_of_2`, no fallback (an empty
         list); a harness without warm-up, with the mean, without synchronising after the call, or with the flush
         inside the timed interval; `tl.store` instead of `tl.atomic_add`, slices of `K // SPLIT_K` that drop the tail,
-        and an autotuner without `reset_to_zero`.
+        and an autotuner without `reset_to_zero` or with `key=[]` (tuned once, for the first shape only).
 
         **Production.** `torch.compile(mode="max-autotune")` benchmarks Triton templates against cuBLAS per shape and
         caches the choice; vLLM ships per-GPU JSON files of tuned configs for its MoE and quantised GEMMs (tuned
         offline, looked up at run time by bucketed M) instead of tuning at start-up; Triton's own disk cache
         (`TRITON_CACHE_AUTOTUNING=1`) persists tuning results between runs. Split-K is one of several answers to
         "too few tiles": stream-K (each SM takes an equal share of all the K steps of all tiles) balances even the
-        ragged cases, and is what `p03.decode_attention` does for attention over a long KV cache (flash-decoding).
+        ragged cases. For attention over a long KV cache the same split is made along the keys (flash-decoding, a
+        split-K over the cache, then a reduction): that is `p03.decode_attention`.
     """)
     return lesson

@@ -238,6 +238,7 @@ def fake_do_bench(calls_per_config=3):
         state["configs"] += 1
         return [10.0 / state["configs"]] * len(quantiles)
 
+    do_bench.state = state  # how many configs were benchmarked so far
     return do_bench
 
 
@@ -314,16 +315,29 @@ def autotuning_does_not_corrupt_the_output(ex):
 
 @checks("split_k")
 def tuner_keys_on_the_shape(ex):
-    """one tuner, three shapes: each new (M, N, K) is tuned afresh and every result is right"""
-    tuner = ex.make_split_k_tuner(small_configs((1, 4)), do_bench=fake_do_bench(calls_per_config=2))
-    for M, N, K in ((9, 17, 50), (30, 5, 200), (9, 17, 51)):
+    """one tuner, three shapes, then the first again: each new (M, N, K) is tuned afresh (2 configs benchmarked per
+    shape, none for a shape seen before) and every result is right"""
+    timer = fake_do_bench(calls_per_config=2)
+    tuner = ex.make_split_k_tuner(small_configs((1, 4)), do_bench=timer)
+    shapes = ((9, 17, 50), (30, 5, 200), (9, 17, 51), (9, 17, 50))
+    for done, (M, N, K) in enumerate(shapes, start=1):
         a = torch.randn(M, K, device=triton_device())
         b = torch.randn(K, N, device=triton_device())
+        label = describe(a=a, b=b) + f", one tuner reused across shapes (call {done} of {len(shapes)})"
         expect_close(
             ex.split_k_matmul(a, b, tuner),
             oracle(a, b),
-            input=describe(a=a, b=b) + ", one tuner reused across shapes",
+            input=label,
             hint="key=['M', 'N', 'K'] so that a new shape is tuned (and reset) again",
+        )
+        new_shapes = len(set(shapes[:done]))
+        expect(
+            timer.state["configs"] == 2 * new_shapes,
+            "the autotuner did not re-tune exactly once per new (M, N, K)",
+            input=label,
+            expected=f"{2 * new_shapes} configs benchmarked so far (2 per distinct shape)",
+            got=f"{timer.state['configs']}",
+            hint="key=['M', 'N', 'K']: the tuning is cached per value of the key arguments",
         )
 
 

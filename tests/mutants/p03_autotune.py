@@ -94,4 +94,10 @@ MUTANTS = [
         "autotunes the accumulating kernel without reset_to_zero",
         [('key=["M", "N", "K"], reset_to_zero=["c_ptr"], do_bench=do_bench', 'key=["M", "N", "K"], do_bench=do_bench')],
     ),
+    Mutant(
+        "split_k",
+        "no_tuning_key",
+        "autotunes with key=[]: the config tuned for the first shape is reused for every later shape",
+        [('key=["M", "N", "K"], reset_to_zero=["c_ptr"]', 'key=[], reset_to_zero=["c_ptr"]')],
+    ),
 ]
