@@ -22,7 +22,7 @@ def build() -> LessonBuilder:
         intro=r"""
         DeepSeek-V3 has 61 layers and 128 attention heads, each with 192-dimensional keys and 128-dimensional values.
         As plain multi-head attention its KV cache would hold $61 \times 128 \times (192 + 128) = 2{,}498{,}560$
-        numbers per token, 4.8 MiB in bf16: a single 32k-token conversation would need 156 GiB. DeepSeek-V3 actually
+        numbers per token, 4.8 MiB in bf16: a single 32k-token conversation would need 152 GiB. DeepSeek-V3 actually
         caches $61 \times 576 = 35{,}136$ numbers per token (69 KiB), **71 times less**, and its attention is as
         expressive as multi-head attention. The trick is **multi-head latent attention** (MLA, 多头潜在注意力,
         DeepSeek-V2, 2024): cache one low-rank latent vector per token and rebuild every head's keys and values from
@@ -43,7 +43,7 @@ def build() -> LessonBuilder:
         The previous lesson derived the KV cache size per token and layer: $2 H_{kv} D$ elements for keys and values
         of $H_{kv}$ heads of size $D$. MQA and GQA shrink it by sharing KV heads between query heads, and pay for it
         in quality: every query head in a group sees the *same* keys. MLA keeps a distinct key and value for every
-        head, yet caches less than GQA with two or three KV heads (DeepSeek-V2, Table 1):
+        head, yet caches as little as GQA with 2.25 KV heads (DeepSeek-V2, Table 1: $d_c + d_{rope} = 4.5\,d_h$):
 
         | attention | cached elements per token and layer | DeepSeek-V3 sizes ($H = 128$) |
         | --- | --- | --- |
@@ -325,7 +325,9 @@ def build() -> LessonBuilder:
     )
     lesson.md(r"""
         The checks compare with Hugging Face's non-absorbed `DeepseekV3Attention` and with the float64 loop spec,
-        including decoding through a cache that must hold only latents.
+        including decoding through a cache that must hold only latents, and they watch every operation that reads
+        `kv_b_proj.weight` during a decoding step: it may meet the new token's query and output, never the $T$ cached
+        latents (so calling `mla(...)` or `kv_b_proj(c_kv)` here gives the right numbers and still fails).
 
         ### Which form is cheaper, and when
 
@@ -388,6 +390,8 @@ def build() -> LessonBuilder:
         - *$k_{nope}$ and $v$ swapped* in `kv_b_proj`'s output.
         - *The latent-size scale* $1/\sqrt{d_c + d_{rope}}$ in the absorbed form.
         - *$W^{UK}$ and $W^{UV}$ swapped*, and *heads flattened in the wrong order* after the value up-projection.
+        - *Falling back to the plain layer* inside `mla_absorbed`: the same output, and every cached latent is still
+          up-projected at every step, which is the cost the absorbed form exists to remove.
 
         **Cost.** Per decoding step and layer, absorbed attention reads $T (d_c + d_{rope})$ cached numbers once for
         all $H$ heads, and does $2 H T (2 d_c + d_{rope})$ FLOPs. At 128 heads that is about 240 FLOPs per cached byte in

@@ -1,12 +1,15 @@
 """Checks for p02.mla. References: Hugging Face `DeepseekV3Attention` built locally from a tiny random
 `DeepseekV3Config` (float64 oracle with exact RoPE tables, float32 baseline with its own rotary embedding; its
 `DynamicCache` for what an MLA cache really stores), `LlamaAttention` + `DynamicCache` for the GQA cache size, a slow
-float64 loop over heads and positions written from the lesson's equations, and published model configs."""
+float64 loop over heads and positions written from the lesson's equations, published model configs, and a
+TorchDispatchMode record of the operands that kv_b_proj's weight meets (the absorbed form never meets the cache)."""
 
 import copy
 import math
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 from llm_algo.checking import Checks, describe, expect, expect_close, expect_tensor
 from llm_algo.hf_reference import tiny_llama_config, transformers_module
@@ -476,3 +479,46 @@ def absorbed_matches_the_float64_spec(ex):
 def absorbed_decoding_through_the_cache(ex):
     """decoding with the compressed cache (absorbed) equals full causal recomputation at every step"""
     run_decoding(ex, absorbed(ex), "append (c_kv, k_rope) to the cache and attend over all of it; " + ABSORBED_HINT)
+
+
+class WeightProducts(TorchDispatchMode):
+    """Records, for every aten op that reads kv_b_proj's weight (or a view of it), the shapes of its other tensor
+    operands: the absorbed form multiplies the weight only with the S new queries and outputs, never with the T
+    cached latents."""
+
+    def __init__(self, weight):
+        super().__init__()
+        self.storage = weight.untyped_storage().data_ptr()
+        self.operand_shapes = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+        if any(t.untyped_storage().data_ptr() == self.storage for t in tensors):
+            others = [tuple(t.shape) for t in tensors if t.untyped_storage().data_ptr() != self.storage]
+            self.operand_shapes.extend(others)
+        return func(*args, **(kwargs or {}))
+
+
+@checks("mla_absorbed")
+def never_up_projects_the_cached_latents(ex):
+    """a decoding step over 11 cached tokens applies kv_b_proj's weight to the new query only, never to the cache"""
+    dims = DIMS[1]
+    mine = learner_mla(ex, dims, hf_mla(dims))
+    batch, total = 2, 11
+    x = torch.randn(batch, total, dims["hidden_size"])
+    position_ids = positions(batch, total)
+    recorder = RecordingCache()
+    with torch.no_grad():
+        ex.mla_absorbed(mine, x[:, :-1], position_ids[:, :-1], recorder)  # prefill 10 tokens
+        with WeightProducts(mine.kv_b_proj.weight) as products:
+            ex.mla_absorbed(mine, x[:, -1:], position_ids[:, -1:], recorder)  # decode token 10 over T = 11
+    cache_sized = [shape for shape in products.operand_shapes if total in shape or batch * total in shape]
+    expect(
+        not cache_sized,
+        "the absorbed form up-projects the cached latents with kv_b_proj",
+        input=f"x (2, 11, {dims['hidden_size']}): prefill 10 tokens, then one decoding step over T = 11, dims {dims}",
+        expected="kv_b_proj.weight multiplied only by tensors of the one new token (q_nope and the weighted latent)",
+        got=f"kv_b_proj.weight used with operands of shapes {cache_sized}",
+        hint="do not call mla(...) or kv_b_proj(c_kv): fold W_uk into the query (einsum with q_nope) and W_uv into "
+        "the output (einsum with the weighted latent), and attend directly over [c_kv | k_rope]",
+    )

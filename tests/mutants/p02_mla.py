@@ -103,4 +103,15 @@ MUTANTS = [
             )
         ],
     ),
+    Mutant(
+        "mla_absorbed",
+        "calls_the_plain_layer",
+        "returns the non-absorbed layer's output: right numbers, but every cached latent is up-projected per step",
+        [
+            (
+                "q_nope, q_rope, c_kv, k_rope = mla.project(x, position_ids)",
+                "return mla(x, position_ids, cache)",
+            )
+        ],
+    ),
 ]
