@@ -496,7 +496,9 @@ def build() -> LessonBuilder:
         $-D$ term (the gradient then does not sum to zero over a row, the checks' closed form $dQ = 0$ for identical
         keys catches it); only the first query head of a GQA group contributing to $dK, dV$; the missing $1/\sqrt d$
         on $dK$; the causal mask left out of the dK/dV kernel; the LSE used in natural log inside `exp2`; the dQ loop
-        stopping before the diagonal block.
+        stopping before the diagonal block, or at `start_m + BLOCK_N` (the same while the blocks are equal, as on the
+        interpreter; short by 64 keys with the GPU's 128 x 64 dQ tiles — a check launches the kernels with unequal
+        blocks to catch it).
 
         **Cost and production.** Seven matmuls of $2 S_q S_k d$ (two recomputed in the dQ kernel) for the five the
         FLOP count credits. The FlashAttention-2 CUDA kernel uses one pass with fp32 `atomicAdd` on $dQ$;

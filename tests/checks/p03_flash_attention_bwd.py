@@ -215,6 +215,39 @@ def matches_autograd_of_sdpa(ex):
 
 
 @checks("flash_attention_bwd")
+def kernels_with_unequal_blocks(ex):
+    """both kernels launched directly with the GPU's block shapes scaled down (dK/dV 16 x 32, dQ 32 x 16): causal,
+    GQA 4:2, S = 45 (the wrapper uses equal 16 x 16 blocks on the interpreter, which would hide a loop bound written
+    with the wrong block size)"""
+    batch, heads, kv_heads, seq, head_dim = 1, 4, 2, 45, 32
+    q, k, v, out, lse, dout = backward_inputs(batch, heads, kv_heads, seq, seq, head_dim, True, torch.float16)
+    delta = (out.double() * dout.double()).sum(-1).float()
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    scale = 1.0 / math.sqrt(head_dim)
+    shapes = dict(HEAD_DIM=head_dim, IS_CAUSAL=True)
+    ex.flash_attention_bwd_dkdv_kernel[(-(-seq // 32), batch * kv_heads)](
+        q, k, v, dout, lse, delta, dk, dv, *strides3(q, k, v, dout, dk, dv),
+        heads, kv_heads, seq, seq, scale, BLOCK_M=16, BLOCK_N=32, **shapes,
+    )  # fmt: skip
+    ex.flash_attention_bwd_dq_kernel[(-(-seq // 32), batch * heads)](
+        q, k, v, dout, lse, delta, dq, *strides3(q, k, v, dout, dq),
+        heads, kv_heads, seq, seq, scale, BLOCK_M=32, BLOCK_N=16, **shapes,
+    )  # fmt: skip
+    label = describe(q=q, k=k) + ", causal, dK/dV kernel BLOCK_M=16 BLOCK_N=32, dQ kernel BLOCK_M=32 BLOCK_N=16"
+    expect_gradients(
+        (dq, dk, dv),
+        q,
+        k,
+        v,
+        dout,
+        True,
+        label,
+        hint="causal loop bounds: the dQ loop runs to min(start_m + BLOCK_M, S_k) (the block's last row), the dK/dV "
+        "loop starts at start_n rounded down to BLOCK_M",
+    )
+
+
+@checks("flash_attention_bwd")
 def identical_keys_closed_form(ex):
     """all keys equal: softmax is flat, so dQ = 0 exactly, and dV_j is the mean of dO over the queries that see key j"""
     seq, head_dim = 40, 64

@@ -88,4 +88,16 @@ MUTANTS = [
             )
         ],
     ),
+    Mutant(
+        "flash_attention_bwd",
+        "dq_causal_end_by_block_n",
+        "ends the causal dQ loop at start_m + BLOCK_N (the key block size) instead of the query block's last row + 1: "
+        "right only while the two blocks are equal, so the GPU's 128 x 64 dQ tiles miss keys",
+        [
+            (
+                "end_n = tl.minimum(start_m + BLOCK_M, seq_len_k) if IS_CAUSAL else seq_len_k",
+                "end_n = tl.minimum(start_m + BLOCK_N, seq_len_k) if IS_CAUSAL else seq_len_k",
+            )
+        ],
+    ),
 ]
