@@ -446,7 +446,8 @@ def build() -> LessonBuilder:
         see nothing and give NaN) or a strict $<$ in the mask; `masked_start = start_m` without rounding down to
         `BLOCK_N` (the same thing while `BLOCK_M` is a multiple of `BLOCK_N`, but with 16 x 32 blocks the unmasked loop
         runs over the diagonal block); the GQA map written `head % num_kv_heads` (interleaved
-        groups, which is not what SDPA, Hugging Face or vLLM use); the LSE left in base 2.
+        groups, which is not what SDPA, Hugging Face or vLLM use); the LSE left in base 2; an unmasked output store
+        (the last query block writes past row $S_q - 1$, into the guard).
 
         **Cost.** $4 B H S_q S_k d$ FLOPs (half causal), and HBM traffic of about $B S d (2H + 2H_{kv})$ elements plus
         re-reads of K/V from L2 by every query block. Memory for the scores: none.

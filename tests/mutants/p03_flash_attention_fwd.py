@@ -62,4 +62,15 @@ MUTANTS = [
         "stores the base-2 log-sum-exp m + log2(l) without converting it to natural log",
         [("lse = (m_i + tl.log2(l_i)) * LN2", "lse = m_i + tl.log2(l_i)")],
     ),
+    Mutant(
+        "flash_attention_fwd",
+        "no_output_store_mask",
+        "stores the whole BLOCK_M x HEAD_DIM output tile of the last query block, past row S_q - 1",
+        [
+            (
+                "tl.store(o_ptrs, out.to(out_ptr.dtype.element_ty), mask=offs_m[:, None] < seq_len_q)",
+                "tl.store(o_ptrs, out.to(out_ptr.dtype.element_ty))",
+            )
+        ],
+    ),
 ]
