@@ -364,6 +364,8 @@ def build() -> LessonBuilder:
           legitimate rule, but not the one stated, so the kept set differs.
         - *Off by one*: slots starting at 1 (no `- 1`), or `<=` capacity, which keeps $C+1$ tokens.
         - *Floor instead of ceil* for $C$: one slot short whenever $c\,Tk/E$ is not an integer.
+        - *Dropless read as a factor of 1*: `capacity_factor=None` means the busiest expert's load, not
+          $\lceil Tk/E \rceil$, which drops choices as soon as the router is unbalanced.
         - *Dropped choices not filtered*: slot $-1$ indexes the last slot, so a dropped token overwrites a kept one.
         - *Detached gates*: the forward pass is exact, but `router_weight` gets no gradient, so the router never
           learns. Only a gradient check sees it.
@@ -373,9 +375,9 @@ def build() -> LessonBuilder:
           and an all-to-all of fixed size. Tutel adapts $C$ per step to the observed load; DeepSpeed exposes
           `capacity_factor`, `eval_capacity_factor` and `drop_tokens`.
         - *Megablocks* (Gale et al., 2022) is **dropless**: it sorts the tokens by expert and runs the experts as one
-          block-sparse matrix multiply whose blocks follow the actual loads. No padding, no drops. Most recent
-          open models (Mixtral, Qwen3-MoE, DeepSeek-V3) are trained without dropping, with a balance loss or bias
-          (next lesson) instead.
+          block-sparse matrix multiply whose blocks follow the actual loads. No padding, no drops. Recent open
+          MoE models (Mixtral, Qwen3-MoE, DeepSeek-V3) run dropless in Hugging Face and vLLM, and DeepSeek-V3 reports
+          dropping no tokens in training either, relying on a balance loss or bias (next lesson) instead.
         - *vLLM's `fused_moe`* (inference) never drops: `moe_align_block_size` sorts the (token, choice) pairs by
           expert and pads each expert's run to the GEMM tile size. Then one Triton kernel computes every expert's
           GEMM on its own rows and multiplies by the gates in the epilogue (`p03.moe_grouped_gemm`).

@@ -84,4 +84,15 @@ MUTANTS = [
         "adds the expert outputs without multiplying by the gates",
         [(" * gates[kept].unsqueeze(1).to(x.dtype)", "")],
     ),
+    Mutant(
+        "moe_layer",
+        "dropless_as_factor_one",
+        "capacity_factor=None treated as a factor of 1 (C = ceil(T * k / E)) instead of the busiest expert's load",
+        [
+            (
+                "capacity = int(torch.bincount(experts.flatten(), minlength=E).max())",
+                "capacity = math.ceil(T * top_k / E)",
+            )
+        ],
+    ),
 ]
