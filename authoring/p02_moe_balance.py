@@ -389,7 +389,7 @@ def build() -> LessonBuilder:
           the same, and the gates must too.
         - *Bias added to the logits before the sigmoid*: a different selection rule (the sigmoid is nonlinear).
         - *Sign reversed*, or an update *proportional* to the load error instead of a sign.
-        - *Only first choices counted* in the load.
+        - *Only first choices counted* in the load, or a mean load of $T/N$ that forgets the $k$.
         - *Shared experts forgotten*, or *averaged* instead of summed, or the routed experts chosen *without the
           bias*.
 

@@ -128,4 +128,10 @@ MUTANTS = [
         "detaches the gates: the router receives no gradient",
         [("gates[token_ids, choice, None].to(x.dtype)", "gates[token_ids, choice, None].detach().to(x.dtype)")],
     ),
+    Mutant(
+        "update_bias",
+        "mean_load_without_k",
+        "takes the mean load as T / N, forgetting that every token makes k choices",
+        [("experts.numel() / N", "experts.shape[0] / N")],
+    ),
 ]
