@@ -353,6 +353,8 @@ def build() -> LessonBuilder:
         - *No `-inf` guard*: a row whose first chunk is masked with `-inf` gives NaN.
         - *Probabilities as $e^{x - \operatorname{LSE}}$* with a float32 $\operatorname{LSE}$: 0.2% off on logits of
           $3 \times 10^4$, where PyTorch's own float32 gradient is not.
+        - *The one-hot in chunk coordinates*, `cols == target` instead of `start + cols == target`: right only when
+          the row is a single chunk.
         - *An unmasked store in pass 2*: the guard elements after the row are overwritten.
         - *Ignored rows left as they are*: the logits come back as a gradient.
         - *No division by $n$*, or *dividing by all rows instead of the valid ones*.

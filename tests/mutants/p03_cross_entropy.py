@@ -79,6 +79,18 @@ MUTANTS = [
         [("if n_bad:", "if False:")],
     ),
     Mutant(
+        "cross_entropy_fwd_bwd",
+        "one_hot_in_chunk_coordinates",
+        "compares the chunk-local lane index with the target (cols == target): the -1 lands in the first chunk only, "
+        "and in every chunk at lane target when the target is below BLOCK_SIZE",
+        [
+            (
+                "tl.where(start + cols == target, 1.0, 0.0)",
+                "tl.where(cols == target, 1.0, 0.0)",
+            )
+        ],
+    ),
+    Mutant(
         "fused_cross_entropy",
         "ignores_grad_output",
         "returns the saved gradient without multiplying by grad_output",
