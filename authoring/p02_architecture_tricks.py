@@ -434,6 +434,7 @@ def build() -> LessonBuilder:
           the cap. *`tanh(x / cap)`*: squashed into $(-1, 1)$.
         - *Mask before the cap*: $-\infty$ becomes $-c$, and masked keys get weight.
         - *Scale after the cap*: Gemma 2 caps the scaled logits, so the cap would act on values $\sqrt D$ times larger.
+        - *A default scale of $1/D$* instead of $1/\sqrt D$: every attention distribution too flat.
 
         **What production systems do.** Hugging Face `Qwen3Attention` and `Gemma3Attention` apply `q_norm`/`k_norm` in
         exactly your order (projection, view, norm, transpose, RoPE). Mistral, Gemma 2 and Gemma 3 pass

@@ -139,4 +139,10 @@ MUTANTS = [
             ("scores = soft_cap(scores, softcap)", "scores = soft_cap(scores, softcap) * scale"),
         ],
     ),
+    Mutant(
+        "softcap_attention",
+        "default_scale_one_over_d",
+        "defaults the scale to 1 / D instead of 1 / sqrt(D)",
+        [("q.shape[-1] ** -0.5", "q.shape[-1] ** -1.0")],
+    ),
 ]
