@@ -56,8 +56,9 @@ def build() -> LessonBuilder:
         by $L$ Jacobians of norms; at initialisation the last layers get large gradients and the first ones small
         ones (Xiong et al., 2020). It keeps each layer's contribution large, which is why it often ends up better when
         it can be trained. **DeepNorm** (Wang et al., 2022, *DeepNet*) keeps post-norm and up-weights the residual,
-        $\alpha = (2L)^{1/4}$ for an encoder, together with a down-scaled initialisation of the blocks, and trains
-        1000-layer models. Shapes: `x: (..., d)` in, `(..., d)` out, the same for both.
+        $\alpha = (2N)^{1/4}$ for an encoder-only or decoder-only model of $N$ layers (each layer is an attention and an
+        FFN block, so $2N$ of this section's blocks), together with a down-scaled initialisation of the blocks, and
+        trains 1000-layer models. Shapes: `x: (..., d)` in, `(..., d)` out, the same for both.
 
         The plot after the first exercise measures the growth of the stream with depth.
     """)
@@ -387,7 +388,8 @@ def build() -> LessonBuilder:
         side of the sum; $\alpha$ on the block instead of the residual; $A_r H$ instead of $A_r^\top H$; the block
         reading the plain sum of the streams; $A_m$ or $B$ initialised wrongly; the dynamic weights computed from the
         unnormalised $H$, or with $s_\alpha$ and $s_\beta$ swapped; the streams averaged, or $x$ put into one stream
-        only; Sinkhorn normalising only rows, or rows twice.
+        only; the dynamic correction of $A_r$ transposed (column $i$ from stream $i$); Sinkhorn normalising only rows,
+        rows twice, or columns first.
 
         **Cost and production.** Per token and block, HC adds $O(n d + n^2 d)$ FLOPs for the mixes (and $O(n^2 d)$ for
         the dynamic weights) against the block's $O(d^2)$ — negligible — but the residual stream is $n$ times wider in

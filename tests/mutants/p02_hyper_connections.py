@@ -123,4 +123,19 @@ MUTANTS = [
             )
         ],
     ),
+    Mutant(
+        "hyper_connection_module",
+        "dynamic_A_r_transposed",
+        "transposes the dynamic correction of A_r: column i from stream i instead of row i",
+        [("torch.tanh(H_bar @ self.W_r)", "torch.tanh(H_bar @ self.W_r).transpose(-1, -2)")],
+    ),
+    Mutant(
+        "sinkhorn",
+        "columns_first",
+        "normalises the columns first, then the rows (the rows then sum to 1, the columns only approximately)",
+        [
+            ("dim=-1, keepdim=True)        # rows sum to 1", "dim=-2, keepdim=True)        # rows sum to 1"),
+            ("dim=-2, keepdim=True)        # columns sum to 1", "dim=-1, keepdim=True)        # columns sum to 1"),
+        ],
+    ),
 ]
