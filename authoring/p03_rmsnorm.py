@@ -295,8 +295,10 @@ def build() -> LessonBuilder:
 
         Real activations are `(batch, seq, hidden)`. `RMSNorm.forward` flattens the leading dimensions into rows
         (`reshape`, which copies only when it must — a `view` fails on a non-contiguous input), runs the fused forward,
-        saves `x` (as rows), `weight` and `rstd`, and returns `y` in `x`'s shape. `backward` returns one gradient per
-        input of `forward`: `dx` in `x`'s shape, `dweight`, and `None` for `eps`.
+        saves `x` (as rows), `weight` and `rstd`, and returns `y` in `x`'s shape. `backward` makes `dy` contiguous rows
+        first — autograd hands over whatever layout the next op produced: `y.sum()` gives an expanded gradient whose
+        strides are all 0, `y.transpose(...)` a transposed one — and returns one gradient per input of `forward`:
+        `dx` in `x`'s shape, `dweight`, and `None` for `eps`.
     """)
     lesson.exercise(
         "rms_norm",
@@ -316,10 +318,12 @@ def build() -> LessonBuilder:
 
             @staticmethod
             def backward(ctx, dy):
-                # TODO: (dx in x's shape, dweight, None for eps)
+                # TODO: dy as contiguous (n, d) rows (autograd may pass an expanded or transposed gradient);
+                #       return (dx in x's shape, dweight, None for eps)
                 ### BEGIN SOLUTION
                 rows, weight, rstd = ctx.saved_tensors
-                dx, dweight = rmsnorm_backward(dy.reshape(rows.shape), rows, weight, rstd)
+                dy_rows = dy.reshape(rows.shape).contiguous()        # y.sum() hands back an expanded (stride 0) dy
+                dx, dweight = rmsnorm_backward(dy_rows, rows, weight, rstd)
                 return dx.reshape(dy.shape), dweight, None
                 ### END SOLUTION
 
@@ -408,7 +412,8 @@ def build() -> LessonBuilder:
         `n_cols` (wrong on strided views); `rstd` saved as the rms; the backward without the projection term $-\hat{x}
         c$; `dweight` accumulated from `u` instead of `dy`; every program writing partial row 0 (a race: the result
         depends on which program stored last); the loop running to `row_start + rows_per_program` past the last row;
-        `view` where `reshape` is needed; the Function's gradients in the wrong order.
+        `view` where `reshape` is needed; the upstream gradient passed to the kernel without `.contiguous()` (refused,
+        or read with the wrong strides, after `y.sum()`); the Function's gradients in the wrong order.
 
         **Production.** Liger-Kernel's `LigerRMSNormFunction` is this design: one program per row forward (with a
         `casting_mode` to match Llama's or Gemma's rounding order, and Gemma's `offset` for $(1 + g)$), and a backward

@@ -247,6 +247,29 @@ def non_contiguous_activations(ex):
 
 
 @checks("rms_norm")
+def strided_upstream_gradient(ex):
+    """loss = y.sum() (an expanded gradient, strides 0) and loss = (y.transpose(0, 1) * v).sum() (a transposed one)"""
+    x0, weight0 = random_rows((3, 5, 24), torch.float32)
+    v = torch.randn(5, 3, 24, device=triton_device())
+    for label, loss_fn, dy in (
+        ("loss = y.sum()", lambda y: y.sum(), torch.ones(3, 5, 24)),
+        ("loss = (y.transpose(0, 1) * v).sum()", lambda y: (y.transpose(0, 1) * v).sum(), v.transpose(0, 1).cpu()),
+    ):
+        x, weight = x0.detach().requires_grad_(), weight0.detach().requires_grad_()
+        loss_fn(ex.rms_norm(x, weight, 1e-6)).backward()
+        want_dx, want_dw = autograd(x, weight, dy, 1e-6)
+        for name, got, want in (("x.grad", x.grad, want_dx), ("weight.grad", weight.grad, want_dw)):
+            expect_close(
+                got,
+                want,
+                input=describe(x=x) + ", " + label,
+                what=name,
+                dtype=torch.float32,
+                hint="make dy contiguous (n, d) rows before calling rmsnorm_backward",
+            )
+
+
+@checks("rms_norm")
 def batch_of_one_and_weight_gradient_over_all_rows(ex):
     """(1, 1, 33) and (4, 33, 17): weight.grad sums over batch and sequence"""
     for shape in ((1, 1, 33), (4, 33, 17)):

@@ -91,4 +91,10 @@ MUTANTS = [
         "returns (dweight, dx, None)",
         [("return dx.reshape(dy.shape), dweight, None", "return dweight, dx.reshape(dy.shape), None")],
     ),
+    Mutant(
+        "rms_norm",
+        "strided_grad_passed_through",
+        "passes autograd's gradient to the kernel as it comes, without making its rows contiguous",
+        [("dy_rows = dy.reshape(rows.shape).contiguous()", "dy_rows = dy.reshape(rows.shape)")],
+    ),
 ]
