@@ -305,6 +305,8 @@ def build() -> LessonBuilder:
         - *Mean over all tokens*: padding tokens dilute the loss.
         - *Ignored tokens not masked*: they are trained towards class 0.
         - *Label smoothing over the other $V-1$ classes* (an older convention): not what `label_smoothing=` computes.
+        - *Smoothing added on top of the full NLL* ($\ell + \varepsilon \cdot$ smooth) instead of the mixture
+          $(1-\varepsilon)\,$NLL $+ \varepsilon\,$smooth.
         - *z-loss not squared*, *gradient without the $1/|\mathcal{V}|$* or divided by all $N$, *one-hot instead of the
           smoothed target* in the gradient, *z-loss gradient without its factor 2*.
 

@@ -105,4 +105,10 @@ MUTANTS = [
         "lets ignored tokens keep their gradient row",
         [("grad = torch.where(valid[:, None], grad, torch.zeros_like(grad))", "grad = grad")],
     ),
+    Mutant(
+        "cross_entropy",
+        "nll_not_scaled_by_one_minus_eps",
+        "adds eps times the smoothing term to the full NLL instead of mixing (1 - eps) * NLL + eps * smooth",
+        [("(1 - label_smoothing) * nll", "nll")],
+    ),
 ]
