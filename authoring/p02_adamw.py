@@ -19,7 +19,7 @@ def build() -> LessonBuilder:
         Llama, Qwen, DeepSeek, GPT-3 and nearly every other LLM was trained with AdamW. It is a dozen lines of
         arithmetic, yet it decides most of a training run's memory (two float32 moments per parameter: 64 GB for an
         8B model, before the weights and gradients) and several of its failure modes: forget the bias correction and
-        the first hundred steps are too small; put the weight decay in the gradient and it silently stops acting on
+        the first steps have the wrong size (up to 6.5 times too large with PyTorch's default betas); put the weight decay in the gradient and it silently stops acting on
         the parameters that need it most; decay the LayerNorm gains and the model slowly loses its scale.
 
         **You will implement** one AdamW update on a tensor (bias correction, decoupled weight decay, `eps` where
@@ -49,9 +49,12 @@ def build() -> LessonBuilder:
 
         **Bias correction.** Starting from zero, $m_t$ is biased towards 0: with a constant gradient $g$,
         $m_t = (1 - \beta_1^t)\, g$ and $v_t = (1 - \beta_2^t)\, g^2$. Dividing by $1 - \beta_1^t$ (and $v_t$ by
-        $1 - \beta_2^t$) removes it. Without the corrections the first step is $(1-\beta_1)/\sqrt{1-\beta_2}$ times the
-        intended one: $0.1 / \sqrt{0.001} \approx 3.2$ times too large with $(\beta_1, \beta_2) = (0.9, 0.999)$, for the
-        first few hundred steps, exactly when the weights are least trained and most fragile.
+        $1 - \beta_2^t$) removes it. Without the corrections step $t$ is
+        $(1-\beta_1^t)/\sqrt{1-\beta_2^t}$ times the intended one. With $(\beta_1, \beta_2) = (0.9, 0.999)$ that is
+        $0.1 / \sqrt{0.001} \approx 3.2$ at the first step, about 6.5 around step 10 and still 1.6 at step 500: too
+        large exactly when the weights are least trained and most fragile. With the LLM setting $(0.9, 0.95)$ the first
+        step is instead $0.1/\sqrt{0.05} \approx 0.45$ times the intended one, about 1.1 around step 20, and still 2% above
+        it at step 60.
 
         ## 2. AdamW: decay the weights, not the gradient
 
@@ -259,8 +262,9 @@ def build() -> LessonBuilder:
         - parameters with `requires_grad=False` (a frozen backbone, LoRA's base weights): not in any group.
 
         The shape rule needs no list of module names, so it keeps working when a new norm class appears; Hugging Face's
-        `Trainer` uses names instead (`"bias"` and every `LayerNorm`-like module's weight), which misses custom norm
-        classes. Tied weights (the embedding shared with the output head) appear once in `named_parameters()`, so they
+        `Trainer` uses a type and names instead (`nn.LayerNorm` modules, and parameter names matching `bias`,
+        `layernorm`, `rmsnorm`, `norm` or `*_norm`), which decays a hand-written norm named otherwise (say `ln_1`) and
+        every 1-d gate or scale. Tied weights (the embedding shared with the output head) appear once in `named_parameters()`, so they
         are in exactly one group.
 
         Return two groups, decay first, each keeping the order of `model.named_parameters()`:
@@ -310,7 +314,8 @@ def build() -> LessonBuilder:
         - *Adam + L2* (decay added to the gradient), *decay without the learning rate* ($\theta(1-\lambda)$), and
           *decay after the update* instead of before: each changes the trajectory within a few steps.
         - *$\sqrt{1 - \beta_2^t}$ forgotten* (dividing $\sqrt v$ by $1-\beta_2^t$): a wrong scale early in training.
-        - *AMSGrad's maximum ignored* in the denominator.
+        - *AMSGrad's maximum ignored* in the denominator, or taken over the bias-corrected $\hat v$ instead of the
+          raw $v$.
         - In the optimizer: *decaying parameters that have no gradient*, *the defaults' weight decay instead of the
           group's*, *`step` stored as a Python int* (not PyTorch's layout), *AMSGrad state never passed*.
         - In the groups: *a name rule that only exempts biases* (norm gains get decayed), *`dim() > 2`* (no linear

@@ -128,4 +128,16 @@ MUTANTS = [
         "puts frozen (requires_grad=False) parameters into the groups",
         [("if not p.requires_grad:", "if False:")],
     ),
+    Mutant(
+        "adamw_step",
+        "amsgrad_max_of_corrected",
+        "keeps the AMSGrad maximum of the bias-corrected v_hat instead of the raw v (torch maxes the raw v)",
+        [
+            (
+                "torch.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq)",
+                "torch.maximum(max_exp_avg_sq, exp_avg_sq / bias_correction2, out=max_exp_avg_sq)",
+            ),
+            ("second_moment = max_exp_avg_sq", "second_moment = max_exp_avg_sq * bias_correction2"),
+        ],
+    ),
 ]
