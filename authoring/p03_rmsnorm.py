@@ -308,9 +308,10 @@ def build() -> LessonBuilder:
 
             @staticmethod
             def forward(ctx, x, weight, eps):
-                # TODO: rows = x as (n, d); y, rstd = rmsnorm_forward(...); save what the backward needs; y in x's shape
+                # TODO: rows = x as row-major (n, d) (the kernel needs unit column stride); y, rstd = rmsnorm_forward(...);
+                #       save what the backward needs; y in x's shape
                 ### BEGIN SOLUTION
-                rows = x.reshape(-1, x.shape[-1])                     # (n, d), a copy only if x is not row-major
+                rows = x.reshape(-1, x.shape[-1]).contiguous()        # (n, d) row-major: a copy only if x is not
                 y, rstd = rmsnorm_forward(rows, weight, eps)
                 ctx.save_for_backward(rows, weight, rstd)
                 return y.reshape(x.shape)

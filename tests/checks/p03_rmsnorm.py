@@ -240,10 +240,13 @@ def three_dimensional_activations(ex):
 
 @checks("rms_norm")
 def non_contiguous_activations(ex):
-    """x = a (seq, batch, hidden) tensor transposed to (batch, seq, hidden): rows that a view cannot flatten"""
+    """x = a (seq, batch, hidden) tensor transposed to (batch, seq, hidden), and a 2-D x = t.T (column stride != 1)"""
     base, weight = random_rows((6, 3, 40), torch.float32)
     x = base.transpose(0, 1)
     expect_function_matches(ex, x, weight, 1e-5, describe(x=x) + f" with strides {x.stride()}")
+    square, weight = random_rows((40, 40), torch.float32)
+    x = square.T
+    expect_function_matches(ex, x, weight, 1e-5, describe(x=x) + f" = t.T, strides {x.stride()}")
 
 
 @checks("rms_norm")
