@@ -30,16 +30,29 @@ def random_window(shape: tuple[int, ...], pad: tuple[int, ...], *, device: str, 
     return full[tuple(slice(0, s) for s in shape)]
 
 
-def expect_guard_untouched(buffer: torch.Tensor, window_shape: tuple[int, ...], *, input: str, hint: str) -> None:
-    """Every element of `buffer` outside its leading `window_shape` window still holds NaN."""
+def expect_guard_untouched(
+    buffer: torch.Tensor,
+    window_shape: tuple[int, ...],
+    *,
+    input: str,
+    hint: str,
+    offset: tuple[int, ...] | None = None,
+    snapshot: torch.Tensor | None = None,
+) -> None:
+    """Every element of `buffer` outside the window (`window_shape` elements from `offset`, by default the leading
+    corner) still holds its guard: NaN, or, given `snapshot` (a copy of the buffer taken before the call), what the
+    snapshot holds there. Use a snapshot for integer buffers, and for in-place kernels: they read what they write,
+    so a stray write of a NaN guard puts NaN back and would go unnoticed."""
+    start = offset or (0,) * len(window_shape)
     outside = torch.ones_like(buffer, dtype=torch.bool)
-    outside[tuple(slice(0, s) for s in window_shape)] = False
-    overwritten = int((~buffer[outside].isnan()).sum())
+    outside[tuple(slice(o, o + s) for o, s in zip(start, window_shape, strict=True))] = False
+    changed = ~buffer.isnan() if snapshot is None else buffer != snapshot
+    overwritten = int(changed[outside].sum())
     expect(
         overwritten == 0,
         "the kernel wrote outside its output",
         input=input,
-        expected="every guard element outside the output untouched (NaN)",
+        expected="every guard element outside the output untouched" + (" (NaN)" if snapshot is None else ""),
         got=f"{overwritten} of {int(outside.sum())} guard elements overwritten",
         hint=hint,
     )
