@@ -25,8 +25,8 @@ def build() -> LessonBuilder:
         prerequisite_links=PREREQUISITES,
         intro=r"""
         A Llama is one block repeated: Llama-2-7B stacks 32 identical decoder layers, Llama-3-70B stacks 80, and
-        everything else in the model (the embedding table, a final norm and the output head) is under 10% of its
-        weights. You already wrote every part of the block. This lesson wires them together in the one order that
+        everything else in the model (the embedding table, a final norm and the output head) is a small share of its
+        weights: about 4% for Llama-2-7B and 3% for Llama-3-70B, but 13% for Llama-3-8B with its 128k vocabulary. You already wrote every part of the block. This lesson wires them together in the one order that
         Llama checkpoints were trained with, under the parameter names the checkpoints use, so that your block
         computes *exactly* what Hugging Face's `LlamaDecoderLayer` computes with the same weights.
 

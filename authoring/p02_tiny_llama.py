@@ -65,8 +65,9 @@ def build() -> LessonBuilder:
         both uses receive gradients and an optimizer updates it once; a copy would drift apart after one step.
 
         **Position ids and padding.** A batch of prompts of different lengths is padded on the **left** for
-        generation, so that every row's next token is written in the same last column. Like Hugging Face's
-        `generate`, take `position_ids = attention_mask.cumsum(-1) - 1` (clamped at 0 on the padding), which starts
+        generation, so that every row's next token is written in the same last column. As Hugging Face's
+        `generate` does, take `position_ids = attention_mask.cumsum(-1) - 1` for the real tokens (`generate` puts 1 on
+        the padding, this lesson clamps it at 0; padding keys are masked, so either is fine), which starts
         every row's first real token at position 0. With a KV cache, the mask covers the cached tokens and the new
         ones, and the new tokens' positions are the last $T$ columns of that cumulative sum.
 
