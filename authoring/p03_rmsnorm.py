@@ -385,7 +385,9 @@ def build() -> LessonBuilder:
         and `dy`, write `dx`: 3 transfers) 0.247 ms, 3256 GB/s or 79% of the copy; together they would make about
         3530 GB/s (86%), yet the autograd step measures 0.58 ms, so about 0.2 ms — a third of the step — is spent
         outside the two kernels. This run does not break that down: the second-stage sum of the partial buffer,
-        allocations and the autograd and launch overhead are the candidates, none of them measured. A sweep of the
+        allocations and the autograd and launch overhead are the candidates, none of them measured. (The benchmark
+        now also times the two launchers called directly, without autograd, as `p03.layernorm` times its own: the
+        difference between that row and the autograd row is the overhead, on your GPU.) A sweep of the
         backward's `num_programs` shows the row loop's memory parallelism matters only up to two programs per SM: one
         per SM gave 2310 GB/s, two (the default) 3256 with 8 or 16 warps alike, four 3096, eight 3128.
     """)
