@@ -15,10 +15,6 @@ def build() -> LessonBuilder:
         prerequisites=["p02.rmsnorm", "p02.attention_mha_gqa"],
     )
     lesson.title(
-        prerequisite_links={
-            "p02.rmsnorm": "02_PyTorch_Algorithms/02_RMSNorm.ipynb",
-            "p02.attention_mha_gqa": "02_PyTorch_Algorithms/05_Attention_MHA_GQA.ipynb",
-        },
         intro=r"""
         Open the `modeling_*.py` of any recent open model next to Llama's and most of the file is the same: RMSNorm,
         RoPE, grouped-query attention, a SwiGLU MLP. The differences are a handful of small changes, each a few lines,

@@ -15,7 +15,6 @@ def build() -> LessonBuilder:
         prerequisites=["p02.rope"],
     )
     lesson.title(
-        prerequisite_links={"p02.rope": "02_PyTorch_Algorithms/04_RoPE.ipynb"},
         intro=r"""
         Llama-2-70B has 80 layers, 64 query heads and head size 128. As plain multi-head attention it would store
         2.5 MiB of keys and values per generated token in fp16; it stores 320 KiB. The difference is one number in

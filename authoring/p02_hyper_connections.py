@@ -15,7 +15,6 @@ def build() -> LessonBuilder:
         prerequisites=["p02.rmsnorm"],
     )
     lesson.title(
-        prerequisite_links={"p02.rmsnorm": "02_PyTorch_Algorithms/02_RMSNorm.ipynb"},
         intro=r"""
         Every Transformer since 2017 is a **residual stream** (残差流): one vector per token that each block reads,
         transforms, and adds its output back into, $h_{l+1} = h_l + f_l(\operatorname{norm}(h_l))$. Where the norm

@@ -2,13 +2,6 @@
 
 from llm_algo.authoring import LessonBuilder
 
-PREREQUISITES = {
-    "p02.rmsnorm": "02_PyTorch_Algorithms/02_RMSNorm.ipynb",
-    "p02.swiglu": "02_PyTorch_Algorithms/03_SwiGLU.ipynb",
-    "p02.rope": "02_PyTorch_Algorithms/04_RoPE.ipynb",
-    "p02.attention_mha_gqa": "02_PyTorch_Algorithms/05_Attention_MHA_GQA.ipynb",
-}
-
 
 def build() -> LessonBuilder:
     lesson = LessonBuilder(
@@ -19,15 +12,15 @@ def build() -> LessonBuilder:
         difficulty="medium",
         device="cpu",
         minutes=60,
-        prerequisites=list(PREREQUISITES),
+        prerequisites=["p02.rmsnorm", "p02.swiglu", "p02.rope", "p02.attention_mha_gqa"],
     )
     lesson.title(
-        prerequisite_links=PREREQUISITES,
         intro=r"""
         A Llama is one block repeated: Llama-2-7B stacks 32 identical decoder layers, Llama-3-70B stacks 80, and
         everything else in the model (the embedding table, a final norm and the output head) is a small share of its
-        weights: about 4% for Llama-2-7B and 3% for Llama-3-70B, but 13% for Llama-3-8B with its 128k vocabulary. You already wrote every part of the block. This lesson wires them together in the one order that
-        Llama checkpoints were trained with, under the parameter names the checkpoints use, so that your block
+        weights: about 4% for Llama-2-7B and 3% for Llama-3-70B, but 13% for Llama-3-8B with its 128k vocabulary.
+        You already wrote every part of the block. This lesson wires them together in the one order that Llama
+        checkpoints were trained with, under the parameter names the checkpoints use, so that your block
         computes *exactly* what Hugging Face's `LlamaDecoderLayer` computes with the same weights.
 
         **You will implement** the attention layer (projections, heads, RoPE, GQA attention with a KV cache, output

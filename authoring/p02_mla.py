@@ -15,10 +15,6 @@ def build() -> LessonBuilder:
         prerequisites=["p02.rope", "p02.attention_mha_gqa"],
     )
     lesson.title(
-        prerequisite_links={
-            "p02.rope": "02_PyTorch_Algorithms/04_RoPE.ipynb",
-            "p02.attention_mha_gqa": "02_PyTorch_Algorithms/05_Attention_MHA_GQA.ipynb",
-        },
         intro=r"""
         DeepSeek-V3 has 61 layers and 128 attention heads, each with 192-dimensional keys and 128-dimensional values.
         As plain multi-head attention its KV cache would hold $61 \times 128 \times (192 + 128) = 2{,}498{,}560$

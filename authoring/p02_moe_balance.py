@@ -15,7 +15,6 @@ def build() -> LessonBuilder:
         prerequisites=["p02.moe_router"],
     )
     lesson.title(
-        prerequisite_links={"p02.moe_router": "02_PyTorch_Algorithms/09_MoE_Router.ipynb"},
         intro=r"""
         A freshly initialised router is not neutral for long. An expert that gets a few more tokens early gets more
         gradient, becomes better, gets chosen more, and a few steps later half the experts receive almost nothing:

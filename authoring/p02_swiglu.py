@@ -15,7 +15,6 @@ def build() -> LessonBuilder:
         prerequisites=["p02.rmsnorm"],
     )
     lesson.title(
-        prerequisite_links={"p02.rmsnorm": "02_PyTorch_Algorithms/02_RMSNorm.ipynb"},
         intro=r"""
         Two thirds of a Llama's parameters are not in attention. In Llama-2-7B each of the 32 layers holds
         $4 \cdot 4096^2 \approx 67$M attention weights and $3 \cdot 4096 \cdot 11008 \approx 135$M feed-forward weights

@@ -2,13 +2,6 @@
 
 from llm_algo.authoring import LessonBuilder
 
-PREREQUISITES = {
-    "p02.rmsnorm": "02_PyTorch_Algorithms/02_RMSNorm.ipynb",
-    "p02.rope": "02_PyTorch_Algorithms/04_RoPE.ipynb",
-    "p02.attention_mha_gqa": "02_PyTorch_Algorithms/05_Attention_MHA_GQA.ipynb",
-    "p02.llama_block": "02_PyTorch_Algorithms/07_Llama_Block.ipynb",
-}
-
 
 def build() -> LessonBuilder:
     lesson = LessonBuilder(
@@ -19,10 +12,9 @@ def build() -> LessonBuilder:
         difficulty="medium",
         device="cpu",
         minutes=75,
-        prerequisites=list(PREREQUISITES),
+        prerequisites=["p02.rmsnorm", "p02.rope", "p02.attention_mha_gqa", "p02.llama_block"],
     )
     lesson.title(
-        prerequisite_links=PREREQUISITES,
         intro=r"""
         This is the lesson where your code becomes a language model. A token id goes in, a row of the embedding
         table comes out, your decoder blocks transform it, a final RMSNorm and the output head turn it into one

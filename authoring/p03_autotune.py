@@ -16,7 +16,6 @@ def build() -> LessonBuilder:
         triton=True,
     )
     lesson.title(
-        prerequisite_links={"p03.matmul": "03_Triton_Kernels/07_MatMul.ipynb"},
         intro=r"""
         The GEMM kernel of `p03.matmul_epilogue` (bf16, `8192 x 4096` times a `4096 x 14336` weight) ran at 697 TFLOP/s
         on an H200 with `128 x 256 x 64` tiles, 8 warps and 4 stages, and at 248 with `256 x 128 x 64` tiles and 3

@@ -16,10 +16,6 @@ def build() -> LessonBuilder:
         triton=True,
     )
     lesson.title(
-        prerequisite_links={
-            "p03.softmax": "03_Triton_Kernels/03_Softmax.ipynb",
-            "p02.cross_entropy": "02_PyTorch_Algorithms/13_Cross_Entropy.ipynb",
-        },
         intro=r"""
         The last layer of a Llama-3 training step turns `(8192, 4096)` hidden states into `(8192, 128256)` logits:
         2 GiB in bf16, more than the whole activation memory of several transformer layers. Eager PyTorch then makes it

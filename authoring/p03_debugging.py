@@ -16,10 +16,6 @@ def build() -> LessonBuilder:
         triton=True,
     )
     lesson.title(
-        prerequisite_links={
-            "p03.vector_add": "03_Triton_Kernels/01_Vector_Add.ipynb",
-            "p03.softmax": "03_Triton_Kernels/03_Softmax.ipynb",
-        },
         intro=r"""
         A wrong PyTorch program usually raises. A wrong kernel usually does not: it writes a few bytes past its output
         into another tensor, loses a few increments to a race, or reads an out-of-range token id from whatever memory

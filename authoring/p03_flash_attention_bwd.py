@@ -16,7 +16,6 @@ def build() -> LessonBuilder:
         triton=True,
     )
     lesson.title(
-        prerequisite_links={"p03.flash_attention_fwd": "03_Triton_Kernels/10_Flash_Attention_Fwd.ipynb"},
         intro=r"""
         Training spends about two thirds of attention's time in the backward pass: five matmuls against the forward's
         two. Autograd of the plain PyTorch attention would keep the $S \times S$ probability matrix $P$ of every head and

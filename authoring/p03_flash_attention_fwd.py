@@ -16,7 +16,6 @@ def build() -> LessonBuilder:
         triton=True,
     )
     lesson.title(
-        prerequisite_links={"p03.softmax": "03_Triton_Kernels/03_Softmax.ipynb"},
         intro=r"""
         Attention is the one place in a transformer where the work grows with the *square* of the context. Written the
         obvious way, $\operatorname{softmax}(QK^\top/\sqrt d)\,V$ materialises an $S \times S$ score matrix per head: at

@@ -16,7 +16,6 @@ def build() -> LessonBuilder:
         triton=True,
     )
     lesson.title(
-        prerequisite_links={"p03.vector_add": "03_Triton_Kernels/01_Vector_Add.ipynb"},
         intro=r"""
         The feed-forward block of Llama computes `down(silu(gate(x)) * up(x))`. Between the two matmuls sits an
         elementwise step that does a handful of FLOPs per element, and in eager PyTorch it is *two* kernels

@@ -16,7 +16,6 @@ def build() -> LessonBuilder:
         triton=True,
     )
     lesson.title(
-        prerequisite_links={"p03.softmax": "03_Triton_Kernels/03_Softmax.ipynb"},
         intro=r"""
         LayerNorm (Ba et al., 2016) normalises every token's hidden vector to zero mean and unit variance, then scales
         and shifts it by learned vectors. GPT-2, GPT-J, BERT, ViT, Whisper, Stable Diffusion's text encoder and many

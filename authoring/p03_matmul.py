@@ -16,10 +16,6 @@ def build() -> LessonBuilder:
         triton=True,
     )
     lesson.title(
-        prerequisite_links={
-            "p03.vector_add": "03_Triton_Kernels/01_Vector_Add.ipynb",
-            "p03.softmax": "03_Triton_Kernels/03_Softmax.ipynb",
-        },
         intro=r"""
         Almost every FLOP an LLM spends is in a matrix multiplication (GEMM, 通用矩阵乘法): the Q/K/V and output
         projections, the MLP's up, gate and down projections, the LM head. A Llama-3-8B forward pass over 4096 tokens

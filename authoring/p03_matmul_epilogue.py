@@ -16,7 +16,6 @@ def build() -> LessonBuilder:
         triton=True,
     )
     lesson.title(
-        prerequisite_links={"p03.matmul": "03_Triton_Kernels/07_MatMul.ipynb"},
         intro=r"""
         A linear layer is rarely alone: `act(x @ W.T + b)` in an MLP, `x + attn_out @ W_o.T` on the residual stream.
         Run eagerly, the GEMM writes its `(M, N)` output to HBM, the bias add reads it and writes it again, the

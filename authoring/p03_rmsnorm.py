@@ -16,10 +16,6 @@ def build() -> LessonBuilder:
         triton=True,
     )
     lesson.title(
-        prerequisite_links={
-            "p02.rmsnorm": "02_PyTorch_Algorithms/02_RMSNorm.ipynb",
-            "p03.softmax": "03_Triton_Kernels/03_Softmax.ipynb",
-        },
         intro=r"""
         A Llama layer normalises twice, so a 32-layer model runs 65 RMSNorms per forward pass (one more before the LM
         head) and as many backwards. Each is a row reduction followed by an elementwise scale — the shape of the

@@ -16,10 +16,6 @@ def build() -> LessonBuilder:
         triton=True,
     )
     lesson.title(
-        prerequisite_links={
-            "p02.rope": "02_PyTorch_Algorithms/04_RoPE.ipynb",
-            "p03.fused_elementwise": "03_Triton_Kernels/02_Fused_Elementwise.ipynb",
-        },
         intro=r"""
         Every attention layer of Llama, Qwen, Mistral and DeepSeek rotates its queries and keys by their positions
         before the scores. The math (lesson `p02.rope`) is a handful of multiplies per element; what costs time is

@@ -16,7 +16,6 @@ def build() -> LessonBuilder:
         triton=True,
     )
     lesson.title(
-        prerequisite_links={"p03.vector_add": "03_Triton_Kernels/01_Vector_Add.ipynb"},
         intro=r"""
         Softmax turns a row of scores into probabilities: attention weights over keys, the next-token distribution over a
         128k vocabulary. Written in PyTorch it is three passes over memory — find the max, sum the exponentials,

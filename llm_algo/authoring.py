@@ -17,6 +17,7 @@ notebooks, and a package test proves that the committed notebooks are exactly wh
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 from dataclasses import dataclass, field
@@ -102,8 +103,8 @@ class LessonBuilder:
         cell.metadata.update(extra or {})
         self.cells.append(cell)
 
-    def title(self, prerequisite_links: dict[str, str] | None = None, intro: str = "") -> None:
-        """Title, badges and prerequisite links; `prerequisite_links` maps each id to its notebook path."""
+    def title(self, intro: str = "") -> None:
+        """Title, badges, and a link to each prerequisite's notebook (found in the authoring sources)."""
         badges = " ".join(
             [
                 f"[![Open in Colab](https://colab.research.google.com/assets/colab-badge.svg)]({COLAB_URL}/{self.path})",
@@ -112,9 +113,15 @@ class LessonBuilder:
                 f"![time: {self.minutes} min](https://img.shields.io/badge/time-{self.minutes}%20min-orange)",
             ]
         )
-        links = prerequisite_links or {}
+        paths = declared_paths()
         here = Path(self.path).parent
-        prereq = ", ".join(f"[{pid}]({os.path.relpath(p, here)})" for pid, p in links.items()) or "none"
+        prereq = (
+            ", ".join(
+                f"[{pid}]({os.path.relpath(paths[pid], here)})" if pid in paths else f"`{pid}`"
+                for pid in self.prerequisites
+            )
+            or "none"
+        )
         text = (
             f"# {self.title_en} | {self.title_zh}\n\n{badges}\n\n**Lesson** `{self.id}` · **Prerequisites:** {prereq}"
         )
@@ -182,6 +189,19 @@ def serialize(nb: nbformat.NotebookNode) -> str:
 
 def source_files() -> list[Path]:
     return sorted((repo_root() / "authoring").glob("p*.py"))
+
+
+def declared_paths() -> dict[str, str]:
+    """Lesson id -> notebook path, as each source's `LessonBuilder(id=..., path=...)` declares them (read from the
+    source text, so that a lesson can link to one that has not been built yet)."""
+    paths = {}
+    for source in source_files():
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "LessonBuilder":
+                fields = {kw.arg: kw.value for kw in node.keywords if isinstance(kw.value, ast.Constant)}
+                if "id" in fields and "path" in fields:
+                    paths[fields["id"].value] = fields["path"].value
+    return paths
 
 
 def build(source: Path) -> tuple[Path, str]:
