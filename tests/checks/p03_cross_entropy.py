@@ -167,6 +167,15 @@ def huge_logits(ex):
 
 
 @checks("cross_entropy_fwd_bwd")
+def near_ties_far_from_zero(ex):
+    """fp32 logits 1e4 + N(0, 1) over 8 classes: softmax is shift-invariant, so the probabilities are ordinary"""
+    logits, targets = random_problem(3, 8, torch.float32, scale=1.0, ignored_fraction=0.0)
+    logits = logits + 1e4  # near-ties far from zero: lse = max + log(sum) rounds to ulp(1e4) ~ 1e-3 in float32
+    label = describe(logits=logits, targets=targets) + ", logits 1e4 + N(0, 1): several classes near the max"
+    check_loss_and_gradient(ex, logits, targets, label, block_size=8)
+
+
+@checks("cross_entropy_fwd_bwd")
 def rejects_inputs_it_cannot_handle(ex):
     """1-D logits, a transposed view, int32 or mis-shaped targets, and a target outside [0, V) raise"""
     device = triton_device()
