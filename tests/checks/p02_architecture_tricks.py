@@ -4,6 +4,7 @@ with final_logit_softcapping, Gemma-2's `eager_attention_forward` with softcap),
 `transformers.masking_utils`, `F.scaled_dot_product_attention` with explicit masks, loop specs of windowed attention,
 and closed forms (RMSNorm by hand, the tied-weight gradient, d/dx c tanh(x/c))."""
 
+import inspect
 import math
 from functools import cache
 from types import SimpleNamespace
@@ -263,8 +264,11 @@ def sdpa_with_your_mask_equals_windowed_loop(ex):
 
 
 def gptj_block(hidden: int = 32, heads: int = 4):
+    """A random GPTJBlock and a function of (x, T) giving the position keyword its attention takes. transformers
+    5.22 moved GPT-J's rotary tables out of the attention (`position_embeddings` from GPTJRotaryEmbedding; before,
+    the attention took `position_ids` and held the tables itself): both are public APIs of a supported version."""
     transformers = transformers_module()
-    from transformers.models.gptj.modeling_gptj import GPTJBlock, GPTJRotaryEmbedding
+    from transformers.models.gptj import modeling_gptj
 
     config = transformers.GPTJConfig(
         n_embd=hidden,
@@ -277,29 +281,41 @@ def gptj_block(hidden: int = 32, heads: int = 4):
         eos_token_id=0,
     )
     config._attn_implementation = "eager"
-    block = GPTJBlock(config, layer_idx=0).eval()
+    block = modeling_gptj.GPTJBlock(config, layer_idx=0).eval()
     with torch.no_grad():
         for p in block.parameters():
             p.copy_(torch.randn(p.shape) / math.sqrt(p.shape[-1]) if p.dim() > 1 else 1 + 0.3 * torch.randn(p.shape))
-    return block, GPTJRotaryEmbedding(config)
+
+    def positions(x: torch.Tensor, T: int) -> dict:
+        position_ids = torch.arange(T)[None].expand(x.shape[0], T)
+        if "position_embeddings" in inspect.signature(modeling_gptj.GPTJBlock.forward).parameters:
+            return {"position_embeddings": modeling_gptj.GPTJRotaryEmbedding(config)(x, position_ids=position_ids)}
+        return {"position_ids": position_ids}
+
+    return block, positions
+
+
+def first(output):
+    """A module's output tensor, whether it returns the tensor or a tuple that starts with it (older transformers)."""
+    return output[0] if isinstance(output, tuple) else output
 
 
 @checks("parallel_block")
 def matches_hugging_face_gptj_block(ex):
     """GPTJBlock (one LayerNorm, attention and MLP in parallel) with its own sub-layers passed in"""
-    block, rotary = gptj_block()
+    block, positions = gptj_block()
     for B, T in [(2, 5), (1, 1), (3, 7)]:
         x = torch.randn(B, T, 32)
-        position_embeddings = rotary(x, position_ids=torch.arange(T)[None].expand(B, T))
+        position = positions(x, T)
         causal = torch.full((T, T), float("-inf")).triu(1)[None, None]
         label = describe(x=x) + ", GPTJBlock (n_embd 32, 4 heads), causal"
 
-        def attention(h, position_embeddings=position_embeddings, causal=causal):
-            return block.attn(h, position_embeddings=position_embeddings, attention_mask=causal)[0]
+        def attention(h, position=position, causal=causal):
+            return block.attn(h, attention_mask=causal, **position)[0]
 
         with torch.no_grad():
             got = ex.parallel_block(x.clone(), block.ln_1, attention, block.mlp)
-            want = block(x, position_embeddings=position_embeddings, attention_mask=causal)
+            want = first(block(x, attention_mask=causal, **position))
         expect_tensor(got, shape=x.shape, dtype=x.dtype, input=label)
         expect_close(
             got,
