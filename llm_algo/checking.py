@@ -107,6 +107,10 @@ def load_checks(lesson_id: str) -> Checks:
     if not isinstance(registry, Checks) or registry.lesson_id != lesson_id:
         raise TypeError(f"{display_path(path)} must define `checks = Checks({lesson_id!r})`")
     registry.benchmark = getattr(module, "benchmark", None)  # optional: `benchmark(ex) -> list[BenchRow]`
+    if registry.triton:  # kernels run by Triton's interpreter are bounds-checked (llm_algo.bounds)
+        from . import bounds
+
+        bounds.install()
     return registry
 
 
