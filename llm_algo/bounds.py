@@ -54,7 +54,7 @@ class Region:
         sizes, strides = tensor.shape, tensor.stride()
         last = sum((s - 1) * st for s, st in zip(sizes, strides, strict=True))
         dims = sorted(((st, s) for s, st in zip(sizes, strides, strict=True) if s > 1 and st > 0), reverse=True)
-        nested = all(outer >= inner * size for (outer, _), (inner, size) in zip(dims, dims[1:]))
+        nested = all(outer >= inner * size for (outer, _), (inner, size) in zip(dims, dims[1:], strict=False))
         dense = last + 1 == tensor.numel()  # no gaps: the span is the element set
         label = f"`{name}` {tuple(sizes)} {str(tensor.dtype).removeprefix('torch.')}"
         if not tensor.is_contiguous():
@@ -170,7 +170,9 @@ def _how_far(region: Region, bad: np.ndarray, width: int) -> str:
     if (distance > 0).any():
         parts.append(f"{int((distance > 0).sum())} up to {elements(distance[distance > 0])} element(s) past its end")
     if (distance < 0).any():
-        parts.append(f"{int((distance < 0).sum())} up to {elements(distance[distance < 0])} element(s) before its start")
+        parts.append(
+            f"{int((distance < 0).sum())} up to {elements(distance[distance < 0])} element(s) before its start"
+        )
     if (distance == 0).any():
         parts.append(f"{int((distance == 0).sum())} between its elements (a strided view: mind its strides)")
     return ", ".join(parts)
@@ -243,7 +245,7 @@ def _hooks(interpreter):
 
     def _init_args_hst(self, args_dev, kwargs):
         args_hst, kwargs_hst = init_args(self, args_dev, kwargs)
-        named = [*zip(self.arg_names, args_hst), *kwargs_hst.items()]
+        named = [*zip(self.arg_names, args_hst, strict=False), *kwargs_hst.items()]
         if _launches:
             _launches[-1].regions = [r for name, value in named for r in _regions(name, value)]
         return args_hst, kwargs_hst
