@@ -4,8 +4,10 @@ On a GPU, a kernel that loads past the end of an input faults or reads a neighbo
 interpreter (`TRITON_INTERPRET=1`) the same load quietly reads host memory, so a missing mask goes unnoticed.
 `install()` hooks the interpreter: when a kernel is launched, each tensor argument (as the interpreter really sees
 it, after its copy to the host) allows the elements of its view; every load, store and atomic then checks the
-addresses its mask enables. An address outside all of them raises `OutOfBounds`, a `CheckFailed` whose one-line
-summary names the kernel, the notebook cell and line of the access, how many lanes were out and by how far.
+addresses its mask enables. Inside a check (`raising()`, entered by `run_check`) an address outside all of them
+raises `OutOfBounds`, a `CheckFailed` whose one-line summary names the kernel, the notebook cell and line of the
+access, how many lanes were out and by how far. Elsewhere (a notebook's own cells, a lesson's demos, some of which
+show on purpose what an unmasked load reads) the access goes ahead and the launch ends with an `OutOfBoundsWarning`.
 
 The hook is written against what Triton 3.6 to 3.9 have in `triton/runtime/interpreter.py` (`GridExecutor`,
 `InterpreterBuilder.create_masked_load/store`, `create_atomic_rmw/cas`) and fails loudly when they are missing.
@@ -13,9 +15,13 @@ The hook is written against what Triton 3.6 to 3.9 have in `triton/runtime/inter
 
 from __future__ import annotations
 
+import contextlib
 import importlib.abc
 import importlib.util
 import sys
+import types
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,6 +40,10 @@ VERBS = {"load": "reads", "store": "writes", "atomic": "updates (atomically)"}
 
 class OutOfBounds(CheckFailed):
     """A kernel run by the interpreter touched memory outside every tensor argument of its launch."""
+
+
+class OutOfBoundsWarning(UserWarning):
+    """The same, outside a check: the access went ahead."""
 
 
 @dataclass(frozen=True)
@@ -92,10 +102,23 @@ class Region:
 class Launch:
     kernel: str
     regions: list[Region] = field(default_factory=list)
+    first: OutOfBounds | None = None  # outside a check: the first violation, reported when the launch ends
+    more: int = 0
 
 
 _launches: list[Launch] = []  # the interpreter runs one launch at a time; a stack keeps it simple
 _installed: list[str] = []  # the Triton version the hook was installed for
+_raising: list[bool] = []  # non-empty inside raising()
+
+
+@contextlib.contextmanager
+def raising() -> Iterator[None]:
+    """Inside: an access out of bounds raises OutOfBounds (outside: the launch ends with a warning)."""
+    _raising.append(True)
+    try:
+        yield
+    finally:
+        _raising.pop()
 
 
 def _regions(name: str, value) -> list[Region]:
@@ -134,7 +157,16 @@ def _check(kind: str, pointers, mask) -> None:
         allowed |= region.allows(addresses, width)
     if allowed.all():
         return
-    raise _violation(kind, launch, addresses, allowed, width)
+    error = _violation(kind, launch, addresses, allowed, width)
+    where = _where(_here())
+    error.summary += f" (at {where}; program {_program()})" if where else f" (program {_program()})"
+    error.args = (error.summary,)
+    if _raising:
+        raise error
+    if launch.first is None:
+        launch.first = error
+    else:
+        launch.more += 1
 
 
 def _violation(kind: str, launch: Launch, addresses: np.ndarray, allowed: np.ndarray, width: int) -> OutOfBounds:
@@ -181,6 +213,14 @@ def _how_far(region: Region, bad: np.ndarray, width: int) -> str:
 def _program() -> str:
     builder = sys.modules[INTERPRETER].interpreter_builder
     return str(tuple(getattr(builder, "grid_idx", None) or ()))
+
+
+def _here() -> BaseException:
+    """An exception whose traceback is the current call stack, for notebook_location."""
+    here, frame = None, sys._getframe(1)
+    while frame is not None:
+        here, frame = types.TracebackType(here, frame, frame.f_lasti, frame.f_lineno), frame.f_back
+    return OutOfBounds("").with_traceback(here)
 
 
 def _where(error: BaseException) -> str:
@@ -251,19 +291,24 @@ def _hooks(interpreter):
         return args_hst, kwargs_hst
 
     def __call__(self, *args, **kwargs):
-        _launches.append(Launch(getattr(self.fn, "__name__", "the kernel")))
+        current = Launch(getattr(self.fn, "__name__", "the kernel"))
+        _launches.append(current)
         try:
-            return launch(self, *args, **kwargs)
+            result = launch(self, *args, **kwargs)
         except Exception as raised:
             error = _out_of_bounds_in(raised)
             if error is None:
                 raise
-            where, program = _where(error), _program()
+        else:
+            error = None
         finally:
             _launches.pop()
-        error.summary += f" (at {where}; program {program})" if where else f" (program {program})"
-        error.args = (error.summary,)
-        raise error
+        if error is not None:
+            raise error  # what the kernel raised, without the interpreter's wrapping
+        if current.first is not None:
+            more = f" (and {current.more} more out-of-bounds accesses)" if current.more else ""
+            warnings.warn(f"{current.first}{more}", OutOfBoundsWarning, stacklevel=4)
+        return result
 
     return {
         builder: {

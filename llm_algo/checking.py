@@ -319,9 +319,12 @@ def run_check(spec: CheckSpec, namespace: dict, lesson_name: str, *, triton: boo
     if spec.requires_cuda and not device_policy.policy().has_cuda:
         return CheckResult(outcome="skipped", summary="needs a CUDA GPU; this machine has none", **common)
     seed_everything(seed_for(spec))
+    from .kernel_checks import checked_kernels  # reads out of bounds fail; gates run kernels interpreted everywhere
+
     start = time.perf_counter()
     try:
-        spec.func(Exercise(namespace, lesson_name))
+        with checked_kernels(namespace, gate=triton and spec.gate):
+            spec.func(Exercise(namespace, lesson_name))
     except NotImplementedError as exc:
         return _not_attempted(exc, common)
     except CheckFailed as exc:

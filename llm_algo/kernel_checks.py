@@ -4,15 +4,23 @@ A kernel that forgets a mask writes past its output. Into memory the allocator o
 (silently, or as a crash or hang much later); into memory a check owns, it is a clean, reportable failure. So a
 kernel lesson's memory-safety check (`@checks(..., gate=True)`) hands the kernel *windows* of larger buffers:
 `guarded(...)` allocates them, `expect_guard_untouched(...)` checks that nothing outside the window was written.
+
+Reads past an input are caught by `llm_algo.bounds`, which checks every access that Triton's interpreter makes. A
+GPU compiles kernels, and a compiled kernel cannot be checked; so that a gate check gives the same verdict on every
+device, `run_check` runs it inside `interpreted_kernels(namespace)`, which on the compiled path hands the check the
+namespace's kernels as Triton's interpreter runs them (on the CPU they already are).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
 
 import torch
 
-from .checking import expect
+from . import device as device_policy
+from .checking import CheckFailed, expect
 
 
 def guarded(
@@ -62,7 +70,7 @@ def expect_refused(call: Callable[[], object], *, input: str, hint: str) -> None
     """`call()` must raise (any exception but NotImplementedError, which still means not attempted)."""
     try:
         call()
-    except NotImplementedError:
+    except (NotImplementedError, CheckFailed):  # not attempted; or a read out of bounds (llm_algo.bounds)
         raise
     except Exception:
         return
@@ -74,3 +82,102 @@ def expect_refused(call: Callable[[], object], *, input: str, hint: str) -> None
         got="no error",
         hint=hint,
     )
+
+
+# ----------------------------------------------------------------------------- gate checks run interpreted everywhere
+
+
+@contextlib.contextmanager
+def checked_kernels(namespace: dict, *, gate: bool) -> Iterator[None]:
+    """What `run_check` runs a check in: accesses out of bounds raise (llm_algo.bounds), and a gate check's kernels
+    run in the interpreter on every device."""
+    from . import bounds
+
+    with bounds.raising(), interpreted_kernels(namespace, when=gate):
+        yield
+
+
+@contextlib.contextmanager
+def interpreted_kernels(namespace: dict, *, when: bool = True, compiled: bool | None = None) -> Iterator[None]:
+    """For the duration, the namespace's Triton kernels run in Triton's interpreter, where `llm_algo.bounds` checks
+    every access. A no-op unless `when`, and under the interpreter (`compiled`: the device policy's Triton path)."""
+    if not when or not (device_policy.policy().triton_path == "compiled" if compiled is None else compiled):
+        yield
+        return
+    from triton.runtime import interpreter
+    from triton.runtime.jit import JITFunction, KernelInterface, mangle_type
+
+    mangle_type(
+        torch.empty(1)
+    )  # its first call imports Triton's gluon, which insists on the @jit functions swapped below
+
+    swaps: list[tuple[Callable[[object], None], object]] = []  # (put back, original)
+    made: dict[int, object] = {}
+
+    def interpreted(jit):
+        if id(jit) not in made:
+            made[id(jit)] = interpreter.InterpretedFunction(jit.fn)
+        return made[id(jit)]
+
+    def swap_item(table: dict, name: str, value) -> None:
+        swaps.append((lambda original, table=table, name=name: table.__setitem__(name, original), table[name]))
+        table[name] = value
+
+    def swap_attr(owner, name: str, value) -> None:
+        swaps.append((lambda original, owner=owner, name=name: setattr(owner, name, original), getattr(owner, name)))
+        setattr(owner, name, value)
+
+    for name, value in list(namespace.items()):
+        if isinstance(value, JITFunction):
+            swap_item(namespace, name, interpreted(value))
+            continue
+        while isinstance(value, KernelInterface) and isinstance(getattr(value, "fn", None), KernelInterface):
+            if isinstance(value.fn, JITFunction):  # Autotuner(Heuristics(JITFunction)): swap the innermost .fn
+                swap_attr(value, "fn", interpreted(value.fn))
+                break
+            value = value.fn
+    language = [m for n, m in list(sys.modules.items()) if n.startswith("triton.language") and m is not None]
+    for module in language:  # tl.sum, tl.max, tl.cdiv, ... are @jit functions that kernels call
+        for name, value in list(vars(module).items()):
+            if isinstance(value, JITFunction):
+                swap_item(module.__dict__, name, interpreted(value))
+    tensor = sys.modules["triton.language"].core.tensor
+    for name, value in list(vars(tensor).items()):  # x.sum(), x.to(...): member functions, bound as methods
+        if isinstance(value, JITFunction):
+            swap_attr(tensor, name, _as_method(interpreted(value)))
+    scopes: list = []
+    swap_attr(interpreter, "_patch_lang", _restoring_patch_lang(interpreter._patch_lang, scopes))
+    try:
+        yield
+    finally:
+        while scopes:
+            type(scopes[-1]).restore(scopes.pop())
+        for put_back, original in reversed(swaps):
+            put_back(original)
+
+
+def _as_method(fn: Callable) -> Callable:
+    """A plain function, so that `x.sum()` passes `x` (an InterpretedFunction is no descriptor)."""
+    return lambda *args, **kwargs: fn(*args, **kwargs)
+
+
+def _restoring_patch_lang(patch_lang: Callable, scopes: list) -> Callable:
+    """Triton's interpreter patches triton.language for a launch and undoes it after; but a call of one @jit function
+    from another patches it again and never undoes that (harmless when everything is interpreted, fatal for the
+    kernels a GPU compiles next). Here a launch's undo first undoes the patches made inside it, newest first."""
+
+    def patch(fn):
+        scope = patch_lang(fn)
+        scopes.append(scope)
+
+        def restore(scope=scope):
+            if any(open_scope is scope for open_scope in scopes):
+                while scopes[-1] is not scope:
+                    type(scope).restore(scopes.pop())
+                scopes.pop()
+            type(scope).restore(scope)
+
+        scope.restore = restore
+        return scope
+
+    return patch
