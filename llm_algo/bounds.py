@@ -206,7 +206,7 @@ def _how_far(region: Region, bad: np.ndarray, width: int) -> str:
             f"{int((distance < 0).sum())} up to {elements(distance[distance < 0])} element(s) before its start"
         )
     if (distance == 0).any():
-        parts.append(f"{int((distance == 0).sum())} between its elements (a strided view: mind its strides)")
+        parts.append(f"{int((distance == 0).sum())} in the gaps of this strided view (past the end of a row, or off its strides)")
     return ", ".join(parts)
 
 
