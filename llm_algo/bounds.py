@@ -206,7 +206,9 @@ def _how_far(region: Region, bad: np.ndarray, width: int) -> str:
             f"{int((distance < 0).sum())} up to {elements(distance[distance < 0])} element(s) before its start"
         )
     if (distance == 0).any():
-        parts.append(f"{int((distance == 0).sum())} in the gaps of this strided view (past the end of a row, or off its strides)")
+        parts.append(
+            f"{int((distance == 0).sum())} in the gaps of this strided view (past the end of a row, or off its strides)"
+        )
     return ", ".join(parts)
 
 
@@ -321,6 +323,23 @@ def _hooks(interpreter):
     }
 
 
+EXPECTED = {
+    "InterpreterBuilder": ("create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas"),
+    "GridExecutor": ("__call__", "_init_args_hst"),
+}
+
+
+def missing_internals(interpreter) -> list[str]:
+    """What the hook needs from `triton.runtime.interpreter` and this Triton lacks."""
+    missing = [
+        f"{owner}.{name}"
+        for owner, names in EXPECTED.items()
+        for name in names
+        if not hasattr(getattr(interpreter, owner, None), name)
+    ]
+    return missing + ([] if hasattr(interpreter, "interpreter_builder") else ["interpreter_builder"])
+
+
 def install() -> None:
     """Hook Triton's interpreter (once per process). Raises RuntimeError when its internals are not what the hook
     was written against, so a Triton upgrade cannot switch the bounds checker off silently."""
@@ -329,21 +348,11 @@ def install() -> None:
     if _installed:
         return
     version = getattr(sys.modules.get("triton"), "__version__", "?")  # may run while `import triton` is under way
-    expected = {
-        "InterpreterBuilder": ("create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas"),
-        "GridExecutor": ("__call__", "_init_args_hst"),
-    }
-    missing = [
-        f"{owner}.{name}"
-        for owner, names in expected.items()
-        for name in names
-        if not hasattr(getattr(interpreter, owner, None), name)
-    ]
-    if missing or not hasattr(interpreter, "interpreter_builder"):
+    missing = missing_internals(interpreter)
+    if missing:
         raise RuntimeError(
-            f"llm_algo.bounds cannot hook Triton {version}'s interpreter: it lacks "
-            f"{', '.join(missing) or 'interpreter_builder'} (written against Triton 3.6 to 3.9); "
-            "update llm_algo/bounds.py for this Triton, or install triton 3.6"
+            f"llm_algo.bounds cannot hook Triton {version}'s interpreter: it lacks {', '.join(missing)} (written "
+            "against Triton 3.6 to 3.9); update llm_algo/bounds.py for this Triton, or install triton 3.6"
         )
     for owner, methods in _hooks(interpreter).items():
         for name, method in methods.items():

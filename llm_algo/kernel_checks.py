@@ -127,20 +127,24 @@ def interpreted_kernels(namespace: dict, *, when: bool = True, compiled: bool | 
         swaps.append((lambda original, owner=owner, name=name: setattr(owner, name, original), getattr(owner, name)))
         setattr(owner, name, value)
 
-    for name, value in list(namespace.items()):
-        if isinstance(value, JITFunction):
-            swap_item(namespace, name, interpreted(value))
-            continue
-        while isinstance(value, KernelInterface) and isinstance(getattr(value, "fn", None), KernelInterface):
-            if isinstance(value.fn, JITFunction):  # Autotuner(Heuristics(JITFunction)): swap the innermost .fn
-                swap_attr(value, "fn", interpreted(value.fn))
-                break
-            value = value.fn
     language = [m for n, m in list(sys.modules.items()) if n.startswith("triton.language") and m is not None]
-    for module in language:  # tl.sum, tl.max, tl.cdiv, ... are @jit functions that kernels call
-        for name, value in list(vars(module).items()):
+    tables = [namespace] + [m.__dict__ for m in language]  # tl.sum, tl.max, tl.cdiv, ... are @jit functions too
+    seen: set[int] = set()
+    while tables:  # the namespace, triton.language, and the globals of every kernel found (its helpers live there)
+        table = tables.pop()
+        if id(table) in seen:
+            continue
+        seen.add(id(table))
+        for name, value in list(table.items()):
             if isinstance(value, JITFunction):
-                swap_item(module.__dict__, name, interpreted(value))
+                swap_item(table, name, interpreted(value))
+                tables.append(value.fn.__globals__)
+            while isinstance(value, KernelInterface) and isinstance(getattr(value, "fn", None), KernelInterface):
+                if isinstance(value.fn, JITFunction):  # Autotuner(Heuristics(JITFunction)): swap the innermost .fn
+                    tables.append(value.fn.fn.__globals__)
+                    swap_attr(value, "fn", interpreted(value.fn))
+                    break
+                value = value.fn
     tensor = sys.modules["triton.language"].core.tensor
     for name, value in list(vars(tensor).items()):  # x.sum(), x.to(...): member functions, bound as methods
         if isinstance(value, JITFunction):
