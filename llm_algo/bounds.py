@@ -148,10 +148,11 @@ def _check(kind: str, pointers, mask) -> None:
         return
     width = max(1, pointers.get_element_ty().primitive_bitwidth // 8)
     low, high = int(addresses.min()), int(addresses.max()) + width
-    for region in launch.regions:  # fast path: every lane inside one argument without gaps
-        if region.dims is None and region.base <= low and high <= region.base + region.span:
-            return
     addresses = addresses.ravel()
+    for region in launch.regions:  # fast path: every lane inside one argument
+        inside_span = region.base <= low and high <= region.base + region.span
+        if inside_span and (region.dims is None or region.allows(addresses, width).all()):
+            return
     allowed = np.zeros(addresses.shape, dtype=bool)
     for region in launch.regions:
         allowed |= region.allows(addresses, width)

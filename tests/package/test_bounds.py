@@ -238,7 +238,7 @@ def test_the_compiled_path_swaps_triton_language_too_and_restores_it(tmp_path: P
     (tmp_path / "tiny_kernel.py").write_text(TINY_KERNEL)
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     root = Path(__file__).resolve().parents[2]
-    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(root)])
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(root), env.get("PYTHONPATH", "")])
     run = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(COMPILED_PATH)], env=env, capture_output=True, text=True, timeout=120
     )
