@@ -14,6 +14,7 @@ namespace's kernels as Triton's interpreter runs them (on the CPU they already a
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 from collections.abc import Callable, Iterator
 
@@ -105,59 +106,75 @@ def interpreted_kernels(namespace: dict, *, when: bool = True, compiled: bool | 
         yield
         return
     from triton.runtime import interpreter
-    from triton.runtime.jit import JITFunction, KernelInterface, mangle_type
+    from triton.runtime.jit import mangle_type
 
-    mangle_type(
-        torch.empty(1)
-    )  # its first call imports Triton's gluon, which insists on the @jit functions swapped below
-
-    swaps: list[tuple[Callable[[object], None], object]] = []  # (put back, original)
-    made: dict[int, object] = {}
-
-    def interpreted(jit):
-        if id(jit) not in made:
-            made[id(jit)] = interpreter.InterpretedFunction(jit.fn)
-        return made[id(jit)]
-
-    def swap_item(table: dict, name: str, value) -> None:
-        swaps.append((lambda original, table=table, name=name: table.__setitem__(name, original), table[name]))
-        table[name] = value
-
-    def swap_attr(owner, name: str, value) -> None:
-        swaps.append((lambda original, owner=owner, name=name: setattr(owner, name, original), getattr(owner, name)))
-        setattr(owner, name, value)
-
+    mangle_type(torch.empty(1))  # its first call imports Triton's gluon, which insists on the @jit functions we swap
+    swaps = _Swaps(interpreter.InterpretedFunction)
     language = [m for n, m in list(sys.modules.items()) if n.startswith("triton.language") and m is not None]
-    tables = [namespace] + [m.__dict__ for m in language]  # tl.sum, tl.max, tl.cdiv, ... are @jit functions too
-    seen: set[int] = set()
-    while tables:  # the namespace, triton.language, and the globals of every kernel found (its helpers live there)
-        table = tables.pop()
-        if id(table) in seen:
-            continue
-        seen.add(id(table))
-        for name, value in list(table.items()):
-            if isinstance(value, JITFunction):
-                swap_item(table, name, interpreted(value))
-                tables.append(value.fn.__globals__)
-            while isinstance(value, KernelInterface) and isinstance(getattr(value, "fn", None), KernelInterface):
-                if isinstance(value.fn, JITFunction):  # Autotuner(Heuristics(JITFunction)): swap the innermost .fn
-                    tables.append(value.fn.fn.__globals__)
-                    swap_attr(value, "fn", interpreted(value.fn))
-                    break
-                value = value.fn
+    swaps.jit_functions([namespace] + [m.__dict__ for m in language])  # tl.sum, tl.cdiv, ... are @jit functions too
     tensor = sys.modules["triton.language"].core.tensor
     for name, value in list(vars(tensor).items()):  # x.sum(), x.to(...): member functions, bound as methods
-        if isinstance(value, JITFunction):
-            swap_attr(tensor, name, _as_method(interpreted(value)))
+        if swaps.is_jit(value):
+            swaps.attr(tensor, name, _as_method(swaps.interpreted(value)))
     scopes: list = []
-    swap_attr(interpreter, "_patch_lang", _restoring_patch_lang(interpreter._patch_lang, scopes))
+    swaps.attr(interpreter, "_patch_lang", _restoring_patch_lang(interpreter._patch_lang, scopes))
     try:
         yield
     finally:
         while scopes:
             type(scopes[-1]).restore(scopes.pop())
-        for put_back, original in reversed(swaps):
-            put_back(original)
+        swaps.undo()
+
+
+class _Swaps:
+    """@jit functions replaced by the interpreter's version of the same function, and put back afterwards."""
+
+    def __init__(self, interpreted_function: type):
+        from triton.runtime.jit import JITFunction, KernelInterface
+
+        self._jit, self._kernel, self._interpreted_function = JITFunction, KernelInterface, interpreted_function
+        self._made: dict[int, object] = {}  # one per @jit function: reduce() compares combine functions by identity
+        self._undo: list[Callable[[], None]] = []
+
+    def is_jit(self, value) -> bool:
+        return isinstance(value, self._jit)
+
+    def interpreted(self, jit):
+        if id(jit) not in self._made:
+            self._made[id(jit)] = self._interpreted_function(jit.fn)
+        return self._made[id(jit)]
+
+    def item(self, table: dict, name: str, value) -> None:
+        self._undo.append(functools.partial(table.__setitem__, name, table[name]))
+        table[name] = value
+
+    def attr(self, owner, name: str, value) -> None:
+        self._undo.append(functools.partial(setattr, owner, name, getattr(owner, name)))
+        setattr(owner, name, value)
+
+    def jit_functions(self, tables: list[dict]) -> None:
+        """Every @jit function in these globals, and in the globals of every one found (its helpers live there);
+        for an Autotuner(Heuristics(...)) chain, its innermost `.fn`."""
+        seen: set[int] = set()
+        while tables:
+            table = tables.pop()
+            if id(table) in seen:
+                continue
+            seen.add(id(table))
+            for name, value in list(table.items()):
+                if self.is_jit(value):
+                    self.item(table, name, self.interpreted(value))
+                    tables.append(value.fn.__globals__)
+                while isinstance(value, self._kernel) and isinstance(getattr(value, "fn", None), self._kernel):
+                    if self.is_jit(value.fn):
+                        tables.append(value.fn.fn.__globals__)
+                        self.attr(value, "fn", self.interpreted(value.fn))
+                        break
+                    value = value.fn
+
+    def undo(self) -> None:
+        while self._undo:
+            self._undo.pop()()
 
 
 def _as_method(fn: Callable) -> Callable:
