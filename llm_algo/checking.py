@@ -107,6 +107,10 @@ def load_checks(lesson_id: str) -> Checks:
     if not isinstance(registry, Checks) or registry.lesson_id != lesson_id:
         raise TypeError(f"{display_path(path)} must define `checks = Checks({lesson_id!r})`")
     registry.benchmark = getattr(module, "benchmark", None)  # optional: `benchmark(ex) -> list[BenchRow]`
+    if registry.triton:  # kernels run by Triton's interpreter are bounds-checked (llm_algo.bounds)
+        from . import bounds
+
+        bounds.install()
     return registry
 
 
@@ -315,9 +319,12 @@ def run_check(spec: CheckSpec, namespace: dict, lesson_name: str, *, triton: boo
     if spec.requires_cuda and not device_policy.policy().has_cuda:
         return CheckResult(outcome="skipped", summary="needs a CUDA GPU; this machine has none", **common)
     seed_everything(seed_for(spec))
+    from .kernel_checks import checked_kernels  # reads out of bounds fail; gates run kernels interpreted everywhere
+
     start = time.perf_counter()
     try:
-        spec.func(Exercise(namespace, lesson_name))
+        with checked_kernels(namespace, gate=triton and spec.gate):
+            spec.func(Exercise(namespace, lesson_name))
     except NotImplementedError as exc:
         return _not_attempted(exc, common)
     except CheckFailed as exc:

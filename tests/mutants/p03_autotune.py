@@ -100,4 +100,16 @@ MUTANTS = [
         "autotunes with key=[]: the config tuned for the first shape is reused for every later shape",
         [('key=["M", "N", "K"], reset_to_zero=["c_ptr"]', 'key=[], reset_to_zero=["c_ptr"]')],
     ),
+    Mutant(
+        "split_k",
+        "no_k_mask",
+        "loads A without the K mask, so the last slice reads past the end of each row of A",
+        [("a = tl.load(a_ptrs, mask=tl.arange(0, BLOCK_K)[None, :] < k_left, other=0.0)", "a = tl.load(a_ptrs)")],
+    ),
+    Mutant(
+        "split_k",
+        "rows_not_wrapped",
+        "indexes A's rows with offs_m unwrapped (no % M, no mask): the last row tile reads past the end of A",
+        [("(offs_m % M)[:, None] * stride_am", "offs_m[:, None] * stride_am")],
+    ),
 ]

@@ -108,4 +108,26 @@ MUTANTS = [
             ("ctx.save_for_backward(logits)", "ctx.save_for_backward(saved)"),
         ],
     ),
+    Mutant(
+        "cross_entropy_fwd_bwd",
+        "first_pass_load_unmasked",
+        "loads the chunks of pass 1 unmasked, reading past the end of the row in the last chunk",
+        [
+            (
+                'x = tl.load(row_ptr + start + cols, mask=mask, other=float("-inf")).to(tl.float32)\n        m_new',
+                "x = tl.load(row_ptr + start + cols).to(tl.float32)\n        m_new",
+            )
+        ],
+    ),
+    Mutant(
+        "cross_entropy_fwd_bwd",
+        "second_pass_load_unmasked",
+        "reloads the chunks of pass 2 unmasked, since the store is masked anyway",
+        [
+            (
+                'x = tl.load(row_ptr + start + cols, mask=mask, other=float("-inf")).to(tl.float32)\n        probs',
+                "x = tl.load(row_ptr + start + cols).to(tl.float32)\n        probs",
+            )
+        ],
+    ),
 ]

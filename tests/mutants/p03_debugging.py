@@ -95,4 +95,21 @@ MUTANTS = [
             )
         ],
     ),
+    Mutant(
+        "histogram",
+        "values_loaded_unmasked",
+        "loads the values without the tail mask, reading past the end of x in the last block",
+        [("bins = tl.load(x_ptr + offsets, mask=in_bounds, other=0)", "bins = tl.load(x_ptr + offsets)")],
+    ),
+    Mutant(
+        "embedding",
+        "table_load_unmasked",
+        "loads the table row without the column mask (only the store is masked), reading past the row's D columns",
+        [
+            (
+                "values = tl.load(table_ptr + row * stride_tv + cols * stride_td, mask=mask, other=0.0)",
+                "values = tl.load(table_ptr + row * stride_tv + cols * stride_td)",
+            )
+        ],
+    ),
 ]

@@ -100,4 +100,37 @@ MUTANTS = [
             )
         ],
     ),
+    Mutant(
+        "attention_delta",
+        "out_rows_unmasked",
+        "loads the rows of out without the row mask, reading past S_q in the last block",
+        [
+            (
+                "offs_d[None, :],\n                mask=rows[:, None], other=0.0)\n    do = tl.load(",
+                "offs_d[None, :])\n    do = tl.load(",
+            )
+        ],
+    ),
+    Mutant(
+        "flash_attention_bwd",
+        "q_rows_unmasked_in_dkdv",
+        "the dK/dV kernel loads each query block without the row mask, reading past S_q",
+        [
+            (
+                "q = tl.load(q_head + offs_m[:, None] * stride_qm + offs_d[None, :], mask=rows[:, None], other=0.0)",
+                "q = tl.load(q_head + offs_m[:, None] * stride_qm + offs_d[None, :])",
+            )
+        ],
+    ),
+    Mutant(
+        "flash_attention_bwd",
+        "keys_unmasked_in_dq",
+        "the dQ kernel loads each key block without the key mask, reading past S_k in the last block",
+        [
+            (
+                "k = tl.load(k_head + offs_n[:, None] * stride_kn + offs_d[None, :], mask=keys[:, None], other=0.0)",
+                "k = tl.load(k_head + offs_n[:, None] * stride_kn + offs_d[None, :])",
+            )
+        ],
+    ),
 ]

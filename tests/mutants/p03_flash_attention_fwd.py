@@ -73,4 +73,21 @@ MUTANTS = [
             )
         ],
     ),
+    Mutant(
+        "flash_attention_fwd",
+        "q_rows_unmasked",
+        "loads the query block without the row mask, reading past S_q in the last query block",
+        [("q = tl.load(q_ptrs, mask=offs_m[:, None] < seq_len_q, other=0.0)", "q = tl.load(q_ptrs)")],
+    ),
+    Mutant(
+        "flash_attention_fwd",
+        "keys_unmasked_in_last_block",
+        "loads k of the masked (last) key block unmasked, relying on the -inf scores: reads past S_k",
+        [
+            (
+                "k = tl.load(k_ptrs + start * stride_kn, mask=cols[:, None] < seq_len_k, other=0.0)",
+                "k = tl.load(k_ptrs + start * stride_kn, mask=cols[:, None] < seq_len_k + BLOCK_N, other=0.0)",
+            )
+        ],
+    ),
 ]

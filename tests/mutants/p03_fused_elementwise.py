@@ -124,4 +124,32 @@ MUTANTS = [
         "always launches the exact kernel, whatever approximate says",
         [('APPROXIMATE_TANH=approximate == "tanh"', "APPROXIMATE_TANH=False")],
     ),
+    Mutant(
+        "swiglu",
+        "no_load_mask",
+        "loads gate unmasked (only the store is masked), reading past the end of each row",
+        [
+            (
+                "gate = tl.load(gate_ptr + row * gate_row_stride + cols, mask=mask, other=0.0)",
+                "gate = tl.load(gate_ptr + row * gate_row_stride + cols)",
+            )
+        ],
+    ),
+    Mutant(
+        "swiglu_backward",
+        "no_load_mask",
+        "loads d_out unmasked, reading past the end of each row",
+        [
+            (
+                "d_out = tl.load(d_out_ptr + row * d_out_row_stride + cols, mask=mask, other=0.0)",
+                "d_out = tl.load(d_out_ptr + row * d_out_row_stride + cols)",
+            )
+        ],
+    ),
+    Mutant(
+        "bias_gelu",
+        "no_bias_mask",
+        "loads the bias without the column mask, reading past the end of the (N,) bias",
+        [("x += tl.load(bias_ptr + cols, mask=mask, other=0.0)", "x += tl.load(bias_ptr + cols)")],
+    ),
 ]

@@ -108,4 +108,32 @@ MUTANTS = [
         "passes autograd's gradient to the kernels as it comes, without making its rows contiguous",
         [("dy = grad_y.reshape(rows.shape).contiguous()", "dy = grad_y.reshape(rows.shape)")],
     ),
+    Mutant(
+        "layer_norm_forward",
+        "no_load_mask",
+        "loads the row unmasked (only the store is masked), reading past the end of the row",
+        [
+            (
+                "x = tl.load(X + row * x_row_stride + cols, mask=mask, other=0.0)",
+                "x = tl.load(X + row * x_row_stride + cols)",
+            )
+        ],
+    ),
+    Mutant(
+        "layer_norm_forward",
+        "no_weight_mask",
+        "loads the weight without the mask, reading past the end of the (N,) weight",
+        [
+            (
+                "w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)\n    b =",
+                "w = tl.load(W + cols).to(tl.float32)\n    b =",
+            )
+        ],
+    ),
+    Mutant(
+        "layer_norm_backward",
+        "partial_rows_unmasked",
+        "masks the columns but not the partial rows in stage 2, reading past the last partial row",
+        [("mask = (rows[:, None] < n_partials) & col_mask[None, :]", "mask = col_mask[None, :]")],
+    ),
 ]

@@ -97,4 +97,16 @@ MUTANTS = [
             )
         ],
     ),
+    Mutant(
+        "matmul",
+        "rows_not_wrapped",
+        "indexes A's rows with offs_m unwrapped (no % M, no mask): the last row tile reads past the end of A",
+        [("rows_a = offs_m % M", "rows_a = offs_m")],
+    ),
+    Mutant(
+        "matmul",
+        "cols_not_wrapped",
+        "indexes B's columns with offs_n unwrapped (no % N, no mask): the last column tile reads past B's columns",
+        [("cols_b = offs_n % N", "cols_b = offs_n")],
+    ),
 ]

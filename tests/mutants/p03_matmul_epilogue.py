@@ -71,4 +71,28 @@ MUTANTS = [
             )
         ],
     ),
+    Mutant(
+        "linear_act",
+        "rows_not_wrapped",
+        "indexes x's rows with offs_m unwrapped (no % M, no mask): the last row tile reads past the end of x",
+        [("(offs_m % M)[:, None] * stride_xm", "offs_m[:, None] * stride_xm")],
+    ),
+    Mutant(
+        "linear_act",
+        "no_k_mask",
+        "loads x without the K mask, so the last K step reads past the end of each row of x",
+        [("x = tl.load(x_ptrs, mask=offs_k[None, :] < k_left, other=0.0)", "x = tl.load(x_ptrs)")],
+    ),
+    Mutant(
+        "linear_act",
+        "no_bias_mask",
+        "loads the bias without the mask, reading past the end of the (N,) bias in the last column tile",
+        [("bias = tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0)", "bias = tl.load(bias_ptr + offs_n)")],
+    ),
+    Mutant(
+        "linear_act",
+        "residual_unmasked",
+        "loads the residual tile unmasked (only the store is masked), reading past both edges of the residual",
+        [("acc += tl.load(res_ptrs, mask=mask, other=0.0)", "acc += tl.load(res_ptrs)")],
+    ),
 ]

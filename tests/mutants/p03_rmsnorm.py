@@ -97,4 +97,37 @@ MUTANTS = [
         "passes autograd's gradient to the kernel as it comes, without making its rows contiguous",
         [("dy_rows = dy.reshape(rows.shape).contiguous()", "dy_rows = dy.reshape(rows.shape)")],
     ),
+    Mutant(
+        "rmsnorm_forward",
+        "no_load_mask",
+        "loads the row unmasked (only the store is masked), reading past the end of the row",
+        [
+            (
+                "x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=0.0)",
+                "x = tl.load(x_ptr + row * x_row_stride + cols)",
+            )
+        ],
+    ),
+    Mutant(
+        "rmsnorm_forward",
+        "no_weight_mask",
+        "loads the weight without the mask, reading past the end of the (N,) weight",
+        [
+            (
+                "weight = tl.load(weight_ptr + cols, mask=mask, other=0.0)",
+                "weight = tl.load(weight_ptr + cols)",
+            )
+        ],
+    ),
+    Mutant(
+        "rmsnorm_backward",
+        "no_load_mask",
+        "loads dy unmasked, reading past the end of each row",
+        [
+            (
+                "dy = tl.load(dy_ptr + row * dy_row_stride + cols, mask=mask, other=0.0)",
+                "dy = tl.load(dy_ptr + row * dy_row_stride + cols)",
+            )
+        ],
+    ),
 ]

@@ -86,4 +86,26 @@ MUTANTS = [
         "returns gradients for q and k only, not one per input of forward",
         [("return d_q, d_k, None, None, None", "return d_q, d_k")],
     ),
+    Mutant(
+        "rope",
+        "no_table_mask",
+        "loads cos without the column mask, reading past the end of the (positions, D/2) table",
+        [
+            (
+                "cos = tl.load(cos_ptr + position * table_row_stride + cols, mask=col_mask, other=0.0)",
+                "cos = tl.load(cos_ptr + position * table_row_stride + cols)",
+            )
+        ],
+    ),
+    Mutant(
+        "rope",
+        "q_loads_masked_by_columns_only",
+        "loads the query tile with the column mask only, reading the spare heads past num_q_heads",
+        [
+            (
+                "q1 = tl.load(q_first, mask=q_mask, other=0.0)",
+                "q1 = tl.load(q_first, mask=col_mask[None, :], other=0.0)",
+            )
+        ],
+    ),
 ]

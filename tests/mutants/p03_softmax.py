@@ -84,4 +84,26 @@ MUTANTS = [
             )
         ],
     ),
+    Mutant(
+        "softmax",
+        "no_load_mask",
+        "loads the whole block unmasked (only the store is masked), reading past the end of the row",
+        [
+            (
+                'x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=float("-inf"))',
+                "x = tl.load(in_ptr + row * in_row_stride + cols)",
+            )
+        ],
+    ),
+    Mutant(
+        "softmax_long_rows",
+        "second_pass_load_unmasked",
+        "reloads the last block unmasked in the second pass, since its store is masked anyway",
+        [
+            (
+                'x = tl.load(in_row + start + cols, mask=mask, other=float("-inf")).to(tl.float32)\n        tl.store(',
+                "x = tl.load(in_row + start + cols).to(tl.float32)\n        tl.store(",
+            )
+        ],
+    ),
 ]

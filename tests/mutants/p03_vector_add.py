@@ -55,4 +55,32 @@ MUTANTS = [
             )
         ],
     ),
+    Mutant(
+        "vector_add",
+        "no_load_mask",
+        "masks the store but loads x unmasked, reading past the end of x in the last block",
+        [("x = tl.load(x_ptr + offsets, mask=mask, other=0.0)", "x = tl.load(x_ptr + offsets)")],
+    ),
+    Mutant(
+        "matrix_add",
+        "no_load_mask",
+        "masks the store but loads y unmasked, reading past both edges of y in the edge tiles",
+        [
+            (
+                "y = tl.load(y_ptr + rows[:, None] * stride_ym + cols[None, :] * stride_yn, mask=mask, other=0.0)",
+                "y = tl.load(y_ptr + rows[:, None] * stride_ym + cols[None, :] * stride_yn)",
+            )
+        ],
+    ),
+    Mutant(
+        "matrix_add",
+        "load_masks_rows_only",
+        "loads x with the row mask only, reading past the last column of x",
+        [
+            (
+                "x = tl.load(x_ptr + rows[:, None] * stride_xm + cols[None, :] * stride_xn, mask=mask, other=0.0)",
+                "x = tl.load(x_ptr + rows[:, None] * stride_xm + cols[None, :] * stride_xn, mask=rows[:, None] < M, other=0.0)",
+            )
+        ],
+    ),
 ]
