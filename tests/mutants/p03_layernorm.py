@@ -108,4 +108,15 @@ MUTANTS = [
         "passes autograd's gradient to the kernels as it comes, without making its rows contiguous",
         [("dy = grad_y.reshape(rows.shape).contiguous()", "dy = grad_y.reshape(rows.shape)")],
     ),
+    Mutant(
+        "layer_norm_forward",
+        "calls_the_builtin",
+        "returns F.layer_norm's output instead of the kernel's",
+        [
+            (
+                "return y, mean, rstd",
+                "return F.layer_norm(x.float(), (n_cols,), weight.float(), bias.float(), eps).to(x.dtype), mean, rstd",
+            )
+        ],
+    ),
 ]

@@ -97,4 +97,15 @@ MUTANTS = [
             )
         ],
     ),
+    Mutant(
+        "matmul",
+        "calls_the_builtin",
+        "returns torch.matmul's product instead of the kernel's",
+        [
+            (
+                'INPUT_PRECISION="tf32" if allow_tf32 else "ieee",\n    )\n    return c',
+                'INPUT_PRECISION="tf32" if allow_tf32 else "ieee",\n    )\n    return torch.matmul(a, b)',
+            )
+        ],
+    ),
 ]

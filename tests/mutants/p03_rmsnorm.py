@@ -97,4 +97,10 @@ MUTANTS = [
         "passes autograd's gradient to the kernel as it comes, without making its rows contiguous",
         [("dy_rows = dy.reshape(rows.shape).contiguous()", "dy_rows = dy.reshape(rows.shape)")],
     ),
+    Mutant(
+        "rmsnorm_forward",
+        "calls_the_builtin",
+        "returns F.rms_norm's output instead of the kernel's",
+        [("return y, rstd", "return F.rms_norm(x.float(), (n_cols,), weight.float(), eps).to(x.dtype), rstd")],
+    ),
 ]
