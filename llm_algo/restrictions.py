@@ -125,7 +125,7 @@ class Forbidden:
 
     @property
     def needs_stack(self) -> bool:
-        """Whether an allowed function can still be a forbidden call, made from inside forbidden Python code."""
+        """Whether an allowed function can still be part of a forbidden call, made from inside forbidden code."""
         return bool(self.codes or self.files)
 
     def called(self, func) -> str | None:
@@ -134,15 +134,16 @@ class Forbidden:
         except TypeError:  # an unhashable callable is never one of ours
             return None
 
-    def running(self, code: types.CodeType) -> str | None:
+    def running(self, code: types.CodeType, module: str | None) -> str | None:
+        """The forbidden thing this code is: a declared function or class by name, else `module.qualname` of
+        a function in a forbidden module (`torch.optim.adamw.adamw`)."""
         name = self.codes.get(code)
-        if name is None and self.files:
-            name = self._in_files(code.co_filename, code.co_qualname)
+        if name is None and self.in_files(code.co_filename):
+            name = f"{module}.{code.co_qualname}"
         return name
 
-    def _in_files(self, filename: str | None, what: str) -> str | None:
-        module = next((n for path, n in self.files if filename and filename.startswith(path)), None)
-        return module and f"{module} ({what})"
+    def in_files(self, filename: str | None) -> bool:
+        return bool(filename) and any(filename.startswith(path) for path, _ in self.files)
 
     def bound(self, value) -> str | None:
         """What a name the learner bound really is, when it is forbidden: an alias or a `functools.partial` of a
@@ -151,15 +152,15 @@ class Forbidden:
             value = value.func
         if isinstance(value, type):
             for base in value.__mro__:
-                module = sys.modules.get(base.__module__)
-                if base in self.classes or self._in_files(getattr(module, "__file__", None), ""):
+                if base in self.classes or self.in_files(getattr(sys.modules.get(base.__module__), "__file__", None)):
                     return f"a subclass of {describe(base)}"
-            borrowed = next(filter(None, map(self.running, _codes_of(value))), None)
+            borrowed = next(filter(None, (self.running(code, value.__module__) for code in _codes_of(value))), None)
             return borrowed and f"built from {borrowed}"
         value = getattr(value, "__func__", value)  # a bound method
         name = self.called(value)
-        code = getattr(inspect.unwrap(value), "__code__", None) if callable(value) else None
-        return name or (self.running(code) if code is not None else None)
+        function = inspect.unwrap(value) if callable(value) else None
+        code = getattr(function, "__code__", None)
+        return name or (self.running(code, function.__module__) if code is not None else None)
 
 
 @dataclass(frozen=True)
@@ -289,8 +290,7 @@ class Enforcement:
                 break
             if launcher and frame.f_code.co_filename.startswith(launcher):
                 return
-            if name is None:
-                name = forbidden.running(frame.f_code)
+            name = forbidden.running(frame.f_code, scope.get("__name__")) or name  # the outermost: what was called
             if name is not None:
                 on_the_way.append(frame)
             frame = frame.f_back
