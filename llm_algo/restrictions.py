@@ -2,24 +2,26 @@
 
 A lesson's checks declare, per exercise, what the learner's code may not do (`Checks.restrict`):
 
-    checks.restrict("rms_norm", forbid=[F.rms_norm, torch.rms_norm, nn.RMSNorm], instead="normalise by hand ...")
-    checks.restrict("softmax", kernel=True, forbid=[torch.softmax, torch.Tensor.softmax], instead="...")
+    checks.restrict("rms_norm", forbid=RMS_NORM, instead="compute mean(x**2), rsqrt and the scale yourself")
+    checks.restrict("softmax", kernel=True, forbid=[*SOFTMAX, *LOGSUMEXP], instead="... in your @triton.jit kernel")
 
-`forbid` takes torch functions and Tensor methods (matched when they are called), Python functions and classes
-(matched while their code runs: a subclass of `torch.optim.AdamW` runs `Adam.step`), and modules or module names
-(matched while any code of theirs runs, e.g. `"torch.optim.adam"`). While a check of that exercise runs, a
-`TorchFunctionMode` sees every torch call; a call is the learner's when the nearest frame out from it that belongs
-either to the learner or to the grader is the learner's: a frame whose globals are the lesson's namespace (a
-module dict in the grader, the IPython user namespace in a live kernel). The checks' own references, computed with
-the same builtins, stay allowed, and so does whatever Triton's launcher does. A forbidden call raises
-`ForbiddenCall` at once and is also recorded, so a learner's `except Exception` cannot hide it.
+`forbid` takes torch functions and Tensor methods (matched when called), Python functions and classes (matched while
+their code runs), and modules or module names (matched while any of their code runs: `"torch.optim.adam"`). While a
+check of the exercise runs, a `TorchFunctionMode` sees every torch call and walks the stack outwards to the first
+frame that is the learner's (its globals are the lesson's namespace: a module dict in the grader, the IPython user
+namespace in a live kernel) or the grader's (the checks module). A forbidden call, or a call made from inside
+forbidden code, is a violation when the learner's frame comes first, or when the forbidden code runs for an object
+of a learner's class (`class AdamW(torch.optim.AdamW)` runs `Adam.step`). So the checks' own references, computed
+with the same builtins, stay allowed, and so does whatever Triton's launcher does. `ex.<name>` bound to a forbidden
+object (an alias, a `functools.partial`, a subclass) is a violation too. A violation raises `ForbiddenCall` into the
+learner's code and is recorded, so an `except Exception` cannot hide it. Code that Dynamo compiles
+(`torch.compile`) is traced, not watched.
 
 `kernel=True` (Triton exercises): every call of a learner function taken through `ex` that returns normally with a
 non-empty tensor must have launched a `@triton.jit` kernel defined in the namespace (counted by wrapping each such
 kernel's `run`: a `JITFunction` on a GPU, an `InterpretedFunction` under `TRITON_INTERPRET=1`, reached through the
-`.fn` chain of `triton.autotune`/`heuristics`); a passing check that used a learner class (an
-`autograd.Function`, an `nn.Module`) or an in-place function must have launched at least one. Everything is
-restored when the check ends.
+`.fn` chain of `triton.autotune`/`heuristics`); a passing check that used a learner class (an `autograd.Function`,
+an `nn.Module`) or an in-place function must have launched at least one. Everything is restored when the check ends.
 """
 
 from __future__ import annotations
@@ -112,6 +114,7 @@ class Forbidden:
         self.classes: dict[type, str] = {}
         self.codes: dict[types.CodeType, str] = {}
         self.files: list[tuple[str, str]] = []  # (file or folder/, name)
+        self.seen: dict[types.CodeType, str | None] = {}  # running()'s answers, and LAUNCHER for Triton's code
         for entry in entries:
             name = describe(entry)
             if isinstance(entry, (str, types.ModuleType)):
@@ -137,10 +140,16 @@ class Forbidden:
     def running(self, code: types.CodeType, module: str | None) -> str | None:
         """The forbidden thing this code is: a declared function or class by name, else `module.qualname` of
         a function in a forbidden module (`torch.optim.adamw.adamw`)."""
-        name = self.codes.get(code)
-        if name is None and self.in_files(code.co_filename):
-            name = f"{module}.{code.co_qualname}"
-        return name
+        try:
+            return self.seen[code]
+        except KeyError:
+            name = self.codes.get(code)
+            if name is None and self.in_files(code.co_filename):
+                name = f"{module}.{code.co_qualname}"
+            elif name is None and _is_launcher(code):
+                name = LAUNCHER
+            self.seen[code] = name
+            return name
 
     def in_files(self, filename: str | None) -> bool:
         return bool(filename) and any(filename.startswith(path) for path, _ in self.files)
@@ -178,8 +187,16 @@ class Restriction:
 
 @functools.cache
 def _launcher_folders() -> tuple[str, ...]:
-    """Triton's own code: what it does with torch while launching a kernel is plumbing, not the learner's math."""
     return _module_paths("triton") if importlib.util.find_spec("triton") else ()
+
+
+def _is_launcher(code: types.CodeType) -> bool:
+    """Triton's own code: what it does with torch while launching a kernel is plumbing, not the learner's math."""
+    folders = _launcher_folders()
+    return bool(folders) and code.co_filename.startswith(folders)
+
+
+LAUNCHER = "<triton>"  # what Forbidden.running says of Triton's own code
 
 
 def _holds_tensor(value, depth: int = 0) -> bool:
@@ -227,6 +244,7 @@ class Enforcement:
         self.kernel_calls = 0  # learner calls through `ex` that must be backed by a launch (classes, in-place)
         self._mode: _Watch | None = None
         self._patched: list[tuple[object, object]] = []
+        self._entry_seen = None  # the last frame of forbidden code looked at for a learner's `self`
 
     # -- lifetime
     def __enter__(self) -> Enforcement:
@@ -243,6 +261,7 @@ class Enforcement:
         if self._mode is not None:
             self._mode.__exit__(*exc_info)
             self._mode = None
+        self._entry_seen = None
         for kernel, previous in reversed(self._patched):
             if previous is None:
                 del kernel.run
@@ -278,24 +297,26 @@ class Enforcement:
         name = forbidden.called(func)
         if name is None and not forbidden.needs_stack:
             return
-        launcher = _launcher_folders()
-        frame, on_the_way = sys._getframe(2), []  # from the caller of __torch_function__ outwards
+        seen, namespace, grader = forbidden.seen, self.namespace, self.grader_globals
+        frame, entry = sys._getframe(2), None  # from the caller of __torch_function__ outwards
         while frame is not None:
             scope = frame.f_globals
-            if scope is self.namespace:
+            if scope is namespace:
                 if name is not None:
                     self._forbid(f"calls {name} at {self._where(frame)}")
                 return
-            if scope is self.grader_globals:
+            if scope is grader:
                 break
-            if launcher and frame.f_code.co_filename.startswith(launcher):
+            code = frame.f_code
+            running = seen[code] if code in seen else forbidden.running(code, scope.get("__name__"))
+            if running is LAUNCHER:
                 return
-            name = forbidden.running(frame.f_code, scope.get("__name__")) or name  # the outermost: what was called
-            if name is not None:
-                on_the_way.append(frame)
+            if running is not None:
+                name, entry = running, frame  # the outermost forbidden code: what was called
             frame = frame.f_back
-        for frame in on_the_way:  # no learner frame: forbidden code running for an object of a learner's class?
-            owner = frame.f_locals.get("self")
+        if entry is not None and entry is not self._entry_seen:  # a forbidden method run for a learner's object?
+            self._entry_seen = entry  # one look per call of it (an optimizer step runs many torch ops)
+            owner = entry.f_locals.get("self")
             if owner is not None and type(owner).__module__ == self.namespace.get("__name__"):
                 self._forbid(f"your {type(owner).__name__} runs {name}")
 
