@@ -7,6 +7,7 @@ test_broken_notebooks.py edits notebooks, and graded as a learner's notebook is.
 
 from __future__ import annotations
 
+import ast
 import shutil
 import textwrap
 from pathlib import Path
@@ -17,8 +18,9 @@ from tiny_lab import EXERCISE_CELL, MAIN_REPO, Lab
 from llm_algo.checking import CheckResult, load_checks
 from llm_algo.grading import check_exercise
 from llm_algo.loader import load_namespace
-from llm_algo.notebook import read_lesson
+from llm_algo.notebook import Lesson, read_lesson
 from llm_algo.notebook_api import setup_lesson
+from llm_algo.paths import lesson_notebooks
 
 FORBIDS = "which this exercise forbids"
 
@@ -344,3 +346,28 @@ def test_a_live_kernel_namespace_is_watched_too(lab: Lab, capsys: pytest.Capture
     out = capsys.readouterr().out
     assert out.splitlines()[0].startswith("add_one: ❌ failed")
     assert f"why: calls torch.add at line 3 of `add_one`, {FORBIDS}: add with the + operator" in out
+
+
+# ----------------------------------------------------------------------------- the declarations themselves
+
+
+def kernel_wrapper_exercises(lesson: Lesson) -> set[str]:
+    """Exercises whose solution defines a @triton.jit kernel and the Python code that launches it."""
+    wrappers = set()
+    for cell in lesson.tagged("solution"):
+        definitions = [n for n in ast.parse(cell.source).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+        jitted = [n for n in definitions if any("triton.jit" in ast.unparse(d) for d in n.decorator_list)]
+        if jitted and len(jitted) < len(definitions):
+            wrappers.add(cell.solution)
+    return wrappers
+
+
+def test_every_declaration_names_an_exercise_and_every_kernel_wrapper_must_launch(real_repo: Path) -> None:
+    for notebook in lesson_notebooks():
+        lesson = read_lesson(notebook)
+        registry = load_checks(lesson.id)
+        assert set(registry.restrictions) <= set(registry.exercises()), (lesson.id, set(registry.restrictions))
+        assert all(spec.restriction is registry.restrictions.get(spec.exercise) for spec in registry.specs)
+        for exercise in kernel_wrapper_exercises(lesson):
+            restriction = registry.restrictions.get(exercise)
+            assert restriction is not None and restriction.kernel, f"{lesson.id}: {exercise} needs kernel=True"
