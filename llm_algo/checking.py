@@ -24,14 +24,15 @@ import sys
 import time
 import traceback
 import zlib
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
 
 from . import device as device_policy
 from .paths import checks_module_path, display_path
+from .restrictions import Enforcement, Restriction
 from .tolerance import mismatch
 
 NOTEBOOK_FRAME_PREFIX = "<notebook "  # prefix of the pseudo file names that notebook cells run under
@@ -59,6 +60,7 @@ class CheckSpec:
     requires_cuda: bool = False
     hint: str = ""
     gate: bool = False  # a memory-safety check: when it fails, the exercise's other checks are not run
+    restriction: Restriction | None = field(default=None, repr=False, compare=False)  # see Checks.restrict
 
     @property
     def key(self) -> str:
@@ -72,15 +74,31 @@ class Checks:
         self.lesson_id = lesson_id
         self.triton = triton
         self.specs: list[CheckSpec] = []
+        self.restrictions: dict[str, Restriction] = {}
         self.benchmark: Callable | None = None  # set by load_checks from the module's `benchmark`, if any
 
     def __call__(self, exercise: str, *, requires_cuda: bool = False, hint: str = "", gate: bool = False) -> Callable:
         def register(func: Callable) -> Callable:
             doc = (func.__doc__ or func.__name__.replace("_", " ")).strip().splitlines()[0]
-            self.specs.append(CheckSpec(self.lesson_id, exercise, func.__name__, doc, func, requires_cuda, hint, gate))
+            restriction = self.restrictions.get(exercise)
+            self.specs.append(
+                CheckSpec(self.lesson_id, exercise, func.__name__, doc, func, requires_cuda, hint, gate, restriction)
+            )
             return func
 
         return register
+
+    def restrict(self, *exercises: str, instead: str, forbid: Iterable = (), kernel: bool = False) -> None:
+        """Declare what the learner's code may not do while these exercises' checks run (llm_algo.restrictions):
+        `forbid` torch functions, Tensor methods, Python functions, classes and modules (or module names);
+        `kernel=True`: results must come from a @triton.jit kernel of the learner's. A violation fails the check
+        with one line that names the call, where it was made, and `instead`: what the exercise asks for."""
+        restriction = Restriction(tuple(forbid), instead, kernel)
+        for exercise in exercises:
+            if exercise in self.restrictions:
+                raise ValueError(f"{self.lesson_id}: exercise {exercise!r} is restricted twice")
+            self.restrictions[exercise] = restriction
+        self.specs = [replace(s, restriction=self.restrictions.get(s.exercise)) for s in self.specs]
 
     def for_exercise(self, exercise: str) -> list[CheckSpec]:
         return [s for s in self.specs if s.exercise == exercise]
@@ -281,11 +299,15 @@ def execution_path(triton: bool) -> str:
 def notebook_location(exc: BaseException) -> str:
     """The innermost frame that ran notebook code, as `02_RMSNorm.ipynb, cell 7 (exercise "rmsnorm"), line 3`."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith(NOTEBOOK_FRAME_PREFIX)]
-    if not frames:
+    return source_location(frames[-1].filename, frames[-1].lineno) if frames else ""
+
+
+def source_location(filename: str, lineno: int) -> str:
+    """A notebook cell's pseudo file name and a line as the learner reads them; "" for any other file."""
+    if not filename.startswith(NOTEBOOK_FRAME_PREFIX):
         return ""
-    frame = frames[-1]
-    where = re.sub(r"\((\w+) (\w+)\)$", r'(\1 "\2")', frame.filename[len(NOTEBOOK_FRAME_PREFIX) : -1])
-    return f"{where}, line {frame.lineno}"
+    where = re.sub(r"\((\w+) (\w+)\)$", r'(\1 "\2")', filename[len(NOTEBOOK_FRAME_PREFIX) : -1])
+    return f"{where}, line {lineno}"
 
 
 def _caused_by_not_implemented(exc: BaseException | None) -> bool:
@@ -322,9 +344,20 @@ def run_check(spec: CheckSpec, namespace: dict, lesson_name: str, *, triton: boo
     from .kernel_checks import checked_kernels  # reads out of bounds fail; gates run kernels interpreted everywhere
 
     start = time.perf_counter()
+    with (
+        checked_kernels(namespace, gate=triton and spec.gate),
+        Enforcement(spec.restriction, namespace, spec.func.__globals__, source_location) as enforcement,
+    ):
+        result = _outcome(spec, enforcement.exercise(Exercise(namespace, lesson_name)), common, start)
+    violation = enforcement.violation(passed=result.outcome == "passed")
+    if violation:  # a forbidden call fails the check even when the learner's code (or the check) swallowed it
+        return replace(result, outcome="failed", summary=violation, input="", expected="", got="", hint="")
+    return result
+
+
+def _outcome(spec: CheckSpec, ex, common: dict, start: float) -> CheckResult:
     try:
-        with checked_kernels(namespace, gate=triton and spec.gate):
-            spec.func(Exercise(namespace, lesson_name))
+        spec.func(ex)
     except NotImplementedError as exc:
         return _not_attempted(exc, common)
     except CheckFailed as exc:

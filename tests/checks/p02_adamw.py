@@ -8,8 +8,15 @@ import torch
 import torch.nn as nn
 
 from llm_algo.checking import Checks, describe, expect, expect_close, expect_tensor
+from llm_algo.restrictions import ADAM
 
 checks = Checks("p02.adamw")
+checks.restrict(
+    "adamw_step",
+    "adamw_optimizer",
+    forbid=ADAM,
+    instead="write the update with tensor ops and subclass torch.optim.Optimizer (torch.optim.AdamW is the reference)",
+)
 
 HP = dict(lr=1e-2, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1)
 HINT_UPDATE = "param *= 1 - lr*wd first; then param -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)"

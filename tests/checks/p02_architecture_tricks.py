@@ -14,8 +14,14 @@ import torch.nn.functional as F
 
 from llm_algo.checking import Checks, describe, expect, expect_close, expect_tensor
 from llm_algo.hf_reference import tiny_llama_config, transformers_module
+from llm_algo.restrictions import ATTENTION
 
 checks = Checks("p02.architecture_tricks")
+checks.restrict(
+    "softcap_attention",
+    forbid=[*ATTENTION, "transformers"],
+    instead="scale, cap, mask and softmax the scores yourself (SDPA and Gemma-2's attention are the references)",
+)
 
 
 # ------------------------------------------------------------------------------------------ qk_norm

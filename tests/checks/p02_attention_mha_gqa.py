@@ -8,8 +8,19 @@ import torch.nn.functional as F
 
 from llm_algo.checking import Checks, describe, expect, expect_close, expect_tensor
 from llm_algo.kernel_checks import expect_refused
+from llm_algo.restrictions import ATTENTION
 
 checks = Checks("p02.attention_mha_gqa")
+checks.restrict(
+    "repeat_kv",
+    forbid=[torch.repeat_interleave, torch.Tensor.repeat_interleave],
+    instead="insert a group axis, expand it and reshape (torch.repeat_interleave is the reference)",
+)
+checks.restrict(
+    "attention",
+    forbid=ATTENTION,
+    instead="compute the scores, the mask and the softmax yourself (SDPA is the reference)",
+)
 
 LOW_PRECISION = (torch.float16, torch.bfloat16)
 

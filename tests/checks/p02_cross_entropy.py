@@ -8,8 +8,24 @@ import torch
 import torch.nn.functional as F
 
 from llm_algo.checking import Checks, describe, expect, expect_close, expect_gradcheck, expect_tensor
+from llm_algo.restrictions import AUTOGRAD, CROSS_ENTROPY, LOGSUMEXP, SOFTMAX
 
 checks = Checks("p02.cross_entropy")
+checks.restrict(
+    "logsumexp",
+    forbid=[*LOGSUMEXP, *SOFTMAX],
+    instead="m + log(sum(exp(x - m))) with the row max m, from amax, exp, sum and log (torch.logsumexp is the reference)",
+)
+checks.restrict(
+    "cross_entropy",
+    forbid=[*CROSS_ENTROPY, *LOGSUMEXP, *SOFTMAX],
+    instead="build the loss from your logsumexp and a gather of the target logits (F.cross_entropy is the reference)",
+)
+checks.restrict(
+    "cross_entropy_grad",
+    forbid=[*CROSS_ENTROPY, *LOGSUMEXP, *AUTOGRAD],
+    instead="write softmax - target distribution (+ the z-loss term) by hand, from your logsumexp",
+)
 
 LOW_PRECISION = [torch.float16, torch.bfloat16]
 SHAPES = [((1, 7), 7), ((3, 5), 64), ((37,), 129), ((2, 1), 11)]  # (target shape, V): (B, S, V) and (N, V)

@@ -5,8 +5,20 @@ import torch
 import torch.nn.functional as F
 
 from llm_algo.checking import Checks, describe, expect, expect_close, expect_gradcheck, expect_tensor
+from llm_algo.restrictions import AUTOGRAD, RMS_NORM
 
 checks = Checks("p02.rmsnorm")
+checks.restrict(
+    "rms_norm",
+    "rmsnorm_module",
+    forbid=RMS_NORM,
+    instead="compute mean(x**2), rsqrt(... + eps) and the scale yourself (F.rms_norm is the checks' reference)",
+)
+checks.restrict(
+    "rms_norm_backward",
+    forbid=[*RMS_NORM, *AUTOGRAD],
+    instead="write the gradient you derived in section 5 with tensor ops (autograd is the checks' reference)",
+)
 
 SHAPES = [(1, 1, 7), (3, 5, 64), (2, 129), (4, 3, 2, 33)]  # odd hidden sizes, a batch of one, 4-D
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]

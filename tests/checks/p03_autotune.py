@@ -10,9 +10,16 @@ from llm_algo.bench import BenchRow, baseline_rows, flops_row
 from llm_algo.checking import Checks, describe, expect, expect_close, expect_tensor
 from llm_algo.device import policy, triton_device, triton_dtypes
 from llm_algo.kernel_checks import expect_guard_untouched, guarded, random_window
+from llm_algo.restrictions import MATMUL
 
 checks = Checks("p03.autotune", triton=True)
 checks.tunes_every_config = True  # its checks count what the autotuner benchmarks: grade it with every config
+checks.restrict(
+    "split_k",
+    kernel=True,
+    forbid=MATMUL,
+    instead="accumulate the K slices with tl.dot and tl.atomic_add in your @triton.jit kernel",
+)
 
 
 def compiled() -> bool:

@@ -12,8 +12,16 @@ from llm_algo.bench import bandwidth_row, baseline_rows, copy_row
 from llm_algo.checking import Checks, describe, expect, expect_close, expect_tensor
 from llm_algo.device import policy, triton_device, triton_dtypes
 from llm_algo.kernel_checks import expect_guard_untouched, expect_refused, guarded
+from llm_algo.restrictions import AUTOGRAD, CROSS_ENTROPY, LOGSUMEXP, SOFTMAX
 
 checks = Checks("p03.cross_entropy", triton=True)
+checks.restrict(
+    "cross_entropy_fwd_bwd",
+    "fused_cross_entropy",
+    kernel=True,
+    forbid=[*CROSS_ENTROPY, *LOGSUMEXP, *SOFTMAX, *AUTOGRAD],
+    instead="compute the loss and its gradient in your @triton.jit kernel (F.cross_entropy is the checks' reference)",
+)
 HINT_LSE = "online log-sum-exp: pad with -inf, rescale d by exp(m_old - m_new), subtract 0 while the max is -inf"
 HINT_GRAD = "grad = (exp(x - M) / S - [col == target]) / n_valid, with n_valid the number of non-ignored rows"
 

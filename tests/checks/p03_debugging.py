@@ -13,6 +13,24 @@ from llm_algo.device import policy, triton_device, triton_dtypes
 from llm_algo.kernel_checks import expect_guard_untouched, expect_refused, guarded
 
 checks = Checks("p03.debugging", triton=True)
+checks.restrict(
+    "row_max",
+    kernel=True,
+    forbid=[torch.amax, torch.Tensor.amax, torch.max, torch.Tensor.max],
+    instead="reduce each row in your @triton.jit kernel (torch.amax is the checks' reference)",
+)
+checks.restrict(
+    "histogram",
+    kernel=True,
+    forbid=[torch.bincount, torch.Tensor.bincount, torch.histc, torch.Tensor.histc, torch.histogram],
+    instead="count with tl.atomic_add in your @triton.jit kernel (torch.bincount is the checks' reference)",
+)
+checks.restrict(
+    "embedding",
+    kernel=True,
+    forbid=[F.embedding, torch.embedding, torch.nn.Embedding, torch.index_select, torch.Tensor.index_select],
+    instead="gather the rows in your @triton.jit kernel (torch.index_select is the checks' reference)",
+)
 
 
 def compiled() -> bool:

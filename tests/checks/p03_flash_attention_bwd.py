@@ -13,8 +13,20 @@ from llm_algo.bench import baseline_rows, flops_row
 from llm_algo.checking import Checks, describe, expect, expect_close, expect_tensor
 from llm_algo.device import policy, triton_device, triton_dtypes
 from llm_algo.kernel_checks import expect_guard_untouched, expect_refused, guarded, random_window
+from llm_algo.restrictions import ATTENTION, AUTOGRAD, SOFTMAX
 
 checks = Checks("p03.flash_attention_bwd", triton=True)
+checks.restrict(
+    "attention_delta",
+    kernel=True,
+    instead="compute rowsum(dout * out) in your @triton.jit kernel",
+)
+checks.restrict(
+    "flash_attention_bwd",
+    kernel=True,
+    forbid=[*ATTENTION, *SOFTMAX, *AUTOGRAD],
+    instead="compute dq, dk and dv in your @triton.jit kernels (autograd of SDPA is the checks' reference)",
+)
 HINT_DS = "dS = P * (dP - delta) with P = exp2(s * sm_scale * log2e - lse * log2e); dk and dq are scaled by sm_scale"
 
 

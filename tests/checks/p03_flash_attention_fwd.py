@@ -12,8 +12,15 @@ from llm_algo.bench import baseline_rows, flops_row
 from llm_algo.checking import Checks, describe, expect, expect_close, expect_tensor
 from llm_algo.device import policy, triton_device, triton_dtypes
 from llm_algo.kernel_checks import expect_guard_untouched, expect_refused, guarded, random_window
+from llm_algo.restrictions import ATTENTION, LOGSUMEXP, SOFTMAX
 
 checks = Checks("p03.flash_attention_fwd", triton=True)
+checks.restrict(
+    "flash_attention_fwd",
+    kernel=True,
+    forbid=[*ATTENTION, *LOGSUMEXP, *SOFTMAX],
+    instead="compute out and lse in your @triton.jit kernel (SDPA and torch.logsumexp are the checks' references)",
+)
 HINT_ONLINE = "rescale both l_i and acc by alpha = exp2(m_old - m_new) before adding the new block"
 HINT_MASK = "when MASKED, set s = -inf for keys >= seq_len_k and (causal) keys after the query"
 LN2 = math.log(2.0)

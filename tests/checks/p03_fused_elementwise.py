@@ -14,8 +14,27 @@ from llm_algo.bench import bandwidth_row, baseline_rows, copy_row
 from llm_algo.checking import Checks, describe, expect, expect_close, expect_tensor
 from llm_algo.device import policy, triton_device, triton_dtypes
 from llm_algo.kernel_checks import expect_guard_untouched, expect_refused, guarded, random_window
+from llm_algo.restrictions import AUTOGRAD
 
 checks = Checks("p03.fused_elementwise", triton=True)
+checks.restrict(
+    "swiglu",
+    kernel=True,
+    forbid=[F.silu, torch.nn.SiLU],
+    instead="compute silu(gate) * up in your @triton.jit kernel (F.silu is the checks' reference)",
+)
+checks.restrict(
+    "swiglu_backward",
+    kernel=True,
+    forbid=[F.silu, torch.nn.SiLU, *AUTOGRAD],
+    instead="compute the gradients you derived in your @triton.jit kernel (autograd is the checks' reference)",
+)
+checks.restrict(
+    "bias_gelu",
+    kernel=True,
+    forbid=[F.gelu, torch.nn.GELU],
+    instead="compute gelu(x + bias) in your @triton.jit kernel (F.gelu is the checks' reference)",
+)
 
 HINT_STRIDES = "address row r at ptr + r * row_stride (each tensor its own stride), not r * n_cols"
 HINT_SILU = "out = gate * sigmoid(gate) * up, computed in float32"

@@ -14,8 +14,28 @@ from llm_algo.bench import bandwidth_row, baseline_rows, copy_row
 from llm_algo.checking import Checks, describe, expect, expect_close, expect_tensor
 from llm_algo.device import policy, triton_device, triton_dtypes
 from llm_algo.kernel_checks import expect_guard_untouched, expect_refused, guarded, random_window
+from llm_algo.restrictions import AUTOGRAD, LAYER_NORM
 
 checks = Checks("p03.layernorm", triton=True)
+STATISTICS = [torch.var_mean, torch.var, torch.Tensor.var, torch.std_mean, torch.std, torch.Tensor.std]
+checks.restrict(
+    "welford_stats",
+    forbid=[*STATISTICS, *LAYER_NORM],
+    instead="compute each block's mean and M2 and merge them with Chan's formula (torch.var_mean is the reference)",
+)
+checks.restrict(
+    "layer_norm_forward",
+    "layer_norm",
+    kernel=True,
+    forbid=[*STATISTICS, *LAYER_NORM],
+    instead="compute the statistics and normalise in your @triton.jit kernel (F.layer_norm is the checks' reference)",
+)
+checks.restrict(
+    "layer_norm_backward",
+    kernel=True,
+    forbid=[*LAYER_NORM, *AUTOGRAD],
+    instead="compute the gradients in your @triton.jit kernels (autograd of F.layer_norm is the checks' reference)",
+)
 EPS = 1e-5
 HINT_FWD = "mean first, then sum((x - mean)^2) / N with padded lanes set to 0; rstd = 1 / sqrt(var + eps)"
 HINT_BWD = "dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat)) with g = dy * w; dw = sum dy * x_hat; db = sum dy"

@@ -13,8 +13,15 @@ from llm_algo.bench import baseline_rows, flops_row
 from llm_algo.checking import Checks, describe, expect, expect_close, expect_tensor
 from llm_algo.device import policy, triton_device, triton_dtypes
 from llm_algo.kernel_checks import expect_guard_untouched, expect_refused, guarded, random_window
+from llm_algo.restrictions import MATMUL
 
 checks = Checks("p03.matmul", triton=True)
+checks.restrict(
+    "matmul",
+    kernel=True,
+    forbid=MATMUL,
+    instead="multiply the tiles with tl.dot in your @triton.jit kernel (torch.matmul is the checks' reference)",
+)
 HINT_K_MASK = "mask the K dimension in both loads (k index < K - step * BLOCK_K) with other=0.0"
 
 

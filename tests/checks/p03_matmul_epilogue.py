@@ -14,8 +14,25 @@ from llm_algo.bench import baseline_rows, flops_row
 from llm_algo.checking import Checks, describe, expect, expect_close, expect_tensor
 from llm_algo.device import policy, triton_device, triton_dtypes
 from llm_algo.kernel_checks import expect_guard_untouched, expect_refused, guarded, random_window
+from llm_algo.restrictions import MATMUL
 
 checks = Checks("p03.matmul_epilogue", triton=True)
+checks.restrict(
+    "linear_act",
+    kernel=True,
+    forbid=[
+        *MATMUL,
+        F.relu,
+        torch.relu,
+        torch.Tensor.relu,
+        torch.nn.ReLU,
+        F.silu,
+        torch.nn.SiLU,
+        F.gelu,
+        torch.nn.GELU,
+    ],
+    instead="apply the bias, activation and residual to the tile in your @triton.jit kernel, before its one store",
+)
 TORCH_ACTIVATIONS = {
     "none": lambda z: z,
     "relu": F.relu,

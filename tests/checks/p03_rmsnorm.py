@@ -11,8 +11,22 @@ from llm_algo.bench import bandwidth_row, baseline_rows, copy_row
 from llm_algo.checking import Checks, describe, expect_close, expect_tensor
 from llm_algo.device import policy, triton_device, triton_dtypes
 from llm_algo.kernel_checks import expect_guard_untouched, expect_refused, guarded, random_window
+from llm_algo.restrictions import AUTOGRAD, RMS_NORM
 
 checks = Checks("p03.rmsnorm", triton=True)
+checks.restrict(
+    "rmsnorm_forward",
+    "rms_norm",
+    kernel=True,
+    forbid=RMS_NORM,
+    instead="normalise in your @triton.jit kernel (F.rms_norm is the checks' reference)",
+)
+checks.restrict(
+    "rmsnorm_backward",
+    kernel=True,
+    forbid=[*RMS_NORM, *AUTOGRAD],
+    instead="compute the gradients in your @triton.jit kernel (autograd of F.rms_norm is the checks' reference)",
+)
 
 HINT_FORWARD = "rstd = rsqrt(sum(x * x) / n_cols + eps) in float32; y = x * rstd * weight"
 HINT_DX = "dx = rstd * (u - x_hat * c), u = dy * weight, x_hat = x * rstd, c = sum(u * x_hat) / n_cols"

@@ -14,6 +14,13 @@ from llm_algo.hf_reference import transformers_module
 from llm_algo.kernel_checks import expect_guard_untouched, expect_refused
 
 checks = Checks("p03.rope", triton=True)
+checks.restrict(
+    "rope",
+    "rotary_embedding",
+    kernel=True,
+    forbid=["transformers"],
+    instead="rotate the pairs in your @triton.jit kernel (Hugging Face's apply_rotary_pos_emb is the reference)",
+)
 
 HINT_ROTATE_HALF = "rotate-half pairs i with i + D/2: x1' = x1 cos - x2 sin, x2' = x2 cos + x1 sin"
 HINT_POSITION = "the position of token (b, s) is offsets[b] + s; load cos/sin row at that position"

@@ -10,8 +10,21 @@ from llm_algo.bench import bandwidth_row, baseline_rows, copy_row
 from llm_algo.checking import Checks, describe, expect, expect_close, expect_tensor
 from llm_algo.device import policy, triton_device, triton_dtypes
 from llm_algo.kernel_checks import expect_guard_untouched, expect_refused, guarded, random_window
+from llm_algo.restrictions import LOGSUMEXP, SOFTMAX
 
 checks = Checks("p03.softmax", triton=True)
+checks.restrict(
+    "softmax",
+    "softmax_long_rows",
+    kernel=True,
+    forbid=[*SOFTMAX, *LOGSUMEXP],
+    instead="compute the max, the sum and the quotient in your @triton.jit kernel (torch.softmax is the reference)",
+)
+checks.restrict(
+    "online_softmax_stats",
+    forbid=[*SOFTMAX, *LOGSUMEXP],
+    instead="update the running max and the rescaled running sum block by block (torch.logsumexp is the reference)",
+)
 HINT_STABLE = "subtract the row max before exp; pad masked lanes with -inf (the identity of max), not 0"
 
 

@@ -13,6 +13,13 @@ from llm_algo.device import policy, triton_device, triton_dtypes
 from llm_algo.kernel_checks import expect_guard_untouched, expect_refused, guarded, random_window
 
 checks = Checks("p03.vector_add", triton=True)
+checks.restrict(
+    "vector_add",
+    "matrix_add",
+    kernel=True,
+    forbid=[torch.add, torch.Tensor.add, torch.Tensor.add_],
+    instead="add in your @triton.jit kernel (torch.add is the checks' reference)",
+)
 
 
 def compiled() -> bool:

@@ -140,4 +140,32 @@ MUTANTS = [
             ("second_moment = max_exp_avg_sq", "second_moment = max_exp_avg_sq * bias_correction2"),
         ],
     ),
+    Mutant(
+        "adamw_optimizer",
+        "subclasses_the_builtin",
+        "inherits from torch.optim.AdamW, whose machinery then runs instead of the learner's",
+        [
+            ("class AdamW(torch.optim.Optimizer):", "class AdamW(torch.optim.AdamW):"),
+            (
+                "super().__init__(params, defaults)",
+                "super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad)",
+            ),
+        ],
+    ),
+    Mutant(
+        "adamw_step",
+        "delegates_to_torch",
+        "calls PyTorch's functional AdamW for the update",
+        [
+            (
+                "param.mul_(1 - lr * weight_decay)                              # decoupled: never enters m or v",
+                "from torch.optim.adam import adam\n"
+                "    amsgrad = max_exp_avg_sq is not None\n"
+                "    adam([param], [grad], [exp_avg], [exp_avg_sq], [max_exp_avg_sq] if amsgrad else [],\n"
+                "         [torch.tensor(float(step - 1))], foreach=False, amsgrad=amsgrad, beta1=beta1, beta2=beta2,\n"
+                "         lr=lr, weight_decay=weight_decay, eps=eps, maximize=False, decoupled_weight_decay=True)\n"
+                "    return",
+            )
+        ],
+    ),
 ]

@@ -145,4 +145,17 @@ MUTANTS = [
         "defaults the scale to 1 / D instead of 1 / sqrt(D)",
         [("q.shape[-1] ** -0.5", "q.shape[-1] ** -1.0")],
     ),
+    Mutant(
+        "softcap_attention",
+        "calls_the_builtin",
+        "plain attention through F.scaled_dot_product_attention when there is no cap",
+        [
+            (
+                "scale = q.shape[-1] ** -0.5 if scale is None else scale",
+                "if softcap is None:\n"
+                "        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)\n"
+                "    scale = q.shape[-1] ** -0.5 if scale is None else scale",
+            )
+        ],
+    ),
 ]

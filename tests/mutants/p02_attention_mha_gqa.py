@@ -107,4 +107,22 @@ MUTANTS = [
         "replaces the cache with each new chunk instead of appending",
         [("self.keys = torch.cat((self.keys, k), dim=2)", "self.keys = k")],
     ),
+    Mutant(
+        "attention",
+        "calls_the_builtin",
+        "F.scaled_dot_product_attention with the mask, then zeros for empty rows",
+        [
+            (
+                'scores = scores.masked_fill(~allowed, float("-inf"))',
+                "out = F.scaled_dot_product_attention(q.to(compute_dtype), k, v, attn_mask=allowed)\n"
+                "    return torch.where(allowed.any(dim=-1, keepdim=True), out, 0.0).to(q.dtype)",
+            )
+        ],
+    ),
+    Mutant(
+        "repeat_kv",
+        "calls_the_builtin",
+        "torch.repeat_interleave, the reference",
+        [("B, H_kv, S, D = x.shape", "return x.repeat_interleave(n_rep, dim=1)")],
+    ),
 ]

@@ -111,4 +111,24 @@ MUTANTS = [
         "adds eps times the smoothing term to the full NLL instead of mixing (1 - eps) * NLL + eps * smooth",
         [("(1 - label_smoothing) * nll", "nll")],
     ),
+    Mutant(
+        "logsumexp",
+        "calls_the_builtin",
+        "torch.logsumexp, the reference the lesson says not to use",
+        [("m = xc.amax(dim=-1, keepdim=True)", "return torch.logsumexp(xc, dim=-1).to(x.dtype)")],
+    ),
+    Mutant(
+        "cross_entropy",
+        "calls_the_builtin",
+        "F.cross_entropy does the loss (the z-loss added on top)",
+        [
+            (
+                "lse = logsumexp(x)                                                     # (N,)\n    target_logit",
+                "lse = logsumexp(x)\n"
+                '    if reduction == "mean" and not z_loss_weight:\n'
+                "        return F.cross_entropy(x, t, ignore_index=ignore_index, label_smoothing=label_smoothing)\n"
+                "    target_logit",
+            )
+        ],
+    ),
 ]

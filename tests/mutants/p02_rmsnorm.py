@@ -101,4 +101,30 @@ MUTANTS = [
         "computes the gradients in the input dtype",
         [("compute_dtype = torch.promote_types(x.dtype, torch.float32)\n", "compute_dtype = x.dtype\n")],
     ),
+    Mutant(
+        "rms_norm",
+        "calls_the_builtin",
+        "hands the work to F.rms_norm, the builtin the lesson teaches",
+        [
+            (
+                "inv_rms = torch.rsqrt(xc.pow(2).mean(dim=-1, keepdim=True) + eps)  # (..., 1)",
+                "return F.rms_norm(xc, (x.shape[-1],), weight.to(compute_dtype), eps).to(x.dtype)",
+            )
+        ],
+    ),
+    Mutant(
+        "rms_norm_backward",
+        "uses_autograd",
+        "lets autograd differentiate F.rms_norm instead of writing the gradient",
+        [
+            (
+                "r = torch.rsqrt(xc.pow(2).mean(dim=-1, keepdim=True) + eps)     # (n, 1)",
+                "leaf_x, leaf_w = xc.requires_grad_(True), weight.to(compute_dtype).requires_grad_(True)\n"
+                "    with torch.enable_grad():\n"
+                "        y = F.rms_norm(leaf_x, (d,), leaf_w, eps)\n"
+                "        gx, gw = torch.autograd.grad(y, (leaf_x, leaf_w), dy)\n"
+                "    return gx.reshape(x.shape).to(x.dtype), gw.to(weight.dtype)",
+            )
+        ],
+    ),
 ]

@@ -112,4 +112,10 @@ MUTANTS = [
             )
         ],
     ),
+    Mutant(
+        "row_max",
+        "calls_the_builtin",
+        "torch.amax computes the maxima and no kernel runs",
+        [("row_max_kernel[(M,)](x, out, N, x.stride(0), x.stride(1), BLOCK_N=block_n)", "out = x.amax(dim=1)")],
+    ),
 ]

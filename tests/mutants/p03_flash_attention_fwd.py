@@ -90,4 +90,19 @@ MUTANTS = [
             )
         ],
     ),
+    Mutant(
+        "flash_attention_fwd",
+        "calls_the_builtin",
+        "SDPA for the output and torch.logsumexp of the scores for the LSE",
+        [
+            (
+                "    return out, lse",
+                "    scores = q.float() @ k.float().repeat_interleave(num_heads // num_kv_heads, 1).transpose(-1, -2) * sm_scale\n"
+                "    if causal:\n"
+                '        scores = scores.masked_fill(torch.ones_like(scores, dtype=torch.bool).triu(1), float("-inf"))\n'
+                "    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=sm_scale, enable_gqa=True)\n"
+                "    return out, torch.logsumexp(scores, dim=-1)",
+            )
+        ],
+    ),
 ]

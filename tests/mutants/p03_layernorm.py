@@ -136,4 +136,15 @@ MUTANTS = [
         "masks the columns but not the partial rows in stage 2, reading past the last partial row",
         [("mask = (rows[:, None] < n_partials) & col_mask[None, :]", "mask = col_mask[None, :]")],
     ),
+    Mutant(
+        "layer_norm_forward",
+        "calls_the_builtin",
+        "returns F.layer_norm's output instead of the kernel's",
+        [
+            (
+                "return y, mean, rstd",
+                "return F.layer_norm(x.float(), (n_cols,), weight.float(), bias.float(), eps).to(x.dtype), mean, rstd",
+            )
+        ],
+    ),
 ]

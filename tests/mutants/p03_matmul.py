@@ -109,4 +109,15 @@ MUTANTS = [
         "indexes B's columns with offs_n unwrapped (no % N, no mask): the last column tile reads past B's columns",
         [("cols_b = offs_n % N", "cols_b = offs_n")],
     ),
+    Mutant(
+        "matmul",
+        "calls_the_builtin",
+        "returns torch.matmul's product instead of the kernel's",
+        [
+            (
+                'INPUT_PRECISION="tf32" if allow_tf32 else "ieee",\n    )\n    return c',
+                'INPUT_PRECISION="tf32" if allow_tf32 else "ieee",\n    )\n    return torch.matmul(a, b)',
+            )
+        ],
+    ),
 ]

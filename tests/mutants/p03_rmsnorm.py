@@ -130,4 +130,10 @@ MUTANTS = [
             )
         ],
     ),
+    Mutant(
+        "rmsnorm_forward",
+        "calls_the_builtin",
+        "returns F.rms_norm's output instead of the kernel's",
+        [("return y, rstd", "return F.rms_norm(x.float(), (n_cols,), weight.float(), eps).to(x.dtype), rstd")],
+    ),
 ]

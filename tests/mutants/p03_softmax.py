@@ -106,4 +106,15 @@ MUTANTS = [
             )
         ],
     ),
+    Mutant(
+        "softmax",
+        "calls_the_builtin",
+        "torch.softmax computes the rows and no kernel runs",
+        [
+            (
+                "softmax_kernel[(n_rows,)](out, x, x.stride(0), out.stride(0), n_cols, BLOCK_SIZE=block_size, num_warps=num_warps)",
+                "out.copy_(torch.softmax(x.float(), dim=-1))",
+            )
+        ],
+    ),
 ]

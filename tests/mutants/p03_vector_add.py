@@ -83,4 +83,10 @@ MUTANTS = [
             )
         ],
     ),
+    Mutant(
+        "vector_add",
+        "adds_in_torch",
+        "torch.add computes the result and no kernel runs",
+        [("add_kernel[grid](x, y, out, n, BLOCK_SIZE=block_size)", "torch.add(x, y, out=out)")],
+    ),
 ]
