@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -72,7 +71,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     from . import device as device_policy
     from .checking import Exercise, load_checks
-    from .loader import MODE_ENV, load_namespace
+    from .loader import load_namespace
     from .notebook_api import find_lesson
 
     if not device_policy.policy().has_cuda:
@@ -84,8 +83,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"lesson {args.lesson} declares no benchmark")
         return 1
     mode = "learner" if args.mine else "solution"
-    os.environ[MODE_ENV] = mode  # the reference's `use(...)` takes earlier lessons' references, without grading yours
-    loaded = load_namespace(lesson, mode)
+    loaded = load_namespace(lesson, mode)  # in solution mode, `use(...)` takes earlier lessons' references
     table = Table(title=f"{args.lesson}: {'your kernel' if args.mine else 'reference solution'} vs baselines")
     for column in ("kernel", "shape", "ms (median)", "throughput"):
         table.add_column(column)
