@@ -23,18 +23,16 @@ def cmd_lint(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .paths import lesson_notebooks
-    from .runner import run_notebook
+    from .runner import run_notebooks
 
     paths = [Path(p) for p in args.notebooks] or (lesson_notebooks() if args.all else [])
     if not paths:
         print("name a notebook, or pass --all")
         return 2
     failures = 0
-    for path in paths:
-        try:
-            report = run_notebook(path, solutions=args.solutions)
-        except NotebookError as exc:
-            print(f"✗ {exc}")
+    for report in run_notebooks(paths, solutions=args.solutions, jobs=args.jobs):
+        if isinstance(report, NotebookError):
+            print(f"✗ {report}")
             failures += 1
             continue
         verdicts = ", ".join(f"{name}: {status}" for name, status in report.checks.items())
@@ -114,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         "--solutions", action="store_true", help="run with the reference solutions in place of the exercises"
     )
     run.add_argument("--all", action="store_true", help="every lesson notebook")
+    run.add_argument("--jobs", type=int, default=1, help="how many notebooks run at once, each in its own kernel")
     run.set_defaults(func=cmd_run)
     commands.add_parser("progress", help="your per-part progress, from the last pytest runs").set_defaults(
         func=cmd_progress
