@@ -3,12 +3,13 @@ verdict on one exercise, a checks registry), memoised by lesson, mode and the co
 
 A lesson's setup cell may itself borrow from earlier lessons, so an entry also remembers the fingerprints of every
 lesson it borrowed from; it is used again only while all of them are unchanged (a learner who fixes an earlier
-notebook and re-runs a later setup cell gets the fix). Notebooks are re-read only when their file changed.
+notebook and re-runs a later setup cell gets the fix). Notebooks are parsed again only when their file changed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -40,7 +41,7 @@ class _Loaded:
     verdicts: dict[tuple[str, str], list[CheckResult]] = field(default_factory=dict)  # (exercise, checks hash)
 
 
-_files: dict[Path, tuple[tuple[int, int], Lesson]] = {}
+_files: dict[Path, tuple[str, Lesson]] = {}
 _namespaces: dict[Fingerprint, _Loaded] = {}
 _registries: dict[tuple[str, str], Checks] = {}
 _borrowing: ContextVar[set[Fingerprint] | None] = ContextVar("llm_algo_borrowing", default=None)
@@ -53,9 +54,9 @@ def clear() -> None:
 
 
 def lesson_at(path: Path) -> Lesson:
-    """The notebook at `path`, parsed again only when the file changed."""
-    stat = path.stat()
-    stamp = (stat.st_mtime_ns, stat.st_size)
+    """The notebook at `path`, parsed again only when the file's content changed (hashing it is much cheaper than
+    parsing it; a file's time stamp may not change between two quick writes)."""
+    stamp = hashlib.sha1(path.read_bytes()).hexdigest()
     cached = _files.get(path)
     if cached is None or cached[0] != stamp:
         cached = (stamp, read_lesson(path))
@@ -114,10 +115,9 @@ def registry(lesson_id: str) -> Checks:
 
 def _file_hash(path: Path) -> str:
     try:
-        stat = path.stat()
+        return hashlib.sha1(path.read_bytes()).hexdigest()
     except OSError:
         return "missing"
-    return f"{stat.st_mtime_ns}:{stat.st_size}"
 
 
 def learner_verdict(lesson: Lesson, exercise: str, learner: LoadedLesson) -> list[CheckResult]:

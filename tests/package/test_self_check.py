@@ -73,3 +73,52 @@ def test_a_stale_mutant_fails_with_a_clear_message(lab: Lab) -> None:
     assert outcome == "failed"
     assert "expected the text 'return x - 1' exactly once in the solution, found it 0 times" in message
     assert "update the mutant" in message
+
+
+def test_an_untouched_lesson_is_not_attempted_without_being_run(lab: Lab) -> None:
+    # A setup cell that cannot run: any grading of this lesson would fail, so "not attempted" proves nothing ran it.
+    lab.add_lesson(setup_code="import torch\nimport no_such_module_anywhere")
+
+    run = lab.run_pytest()
+
+    assert run.returncode == 0, run.output
+    assert {outcome for outcome, _ in run.of("02_Tiny").values()} == {"skipped"}
+    assert "graded in child processes" not in run.output  # no grading process was started
+
+    forced = lab.run_pytest("--grade-untouched")  # what the self-check does: grade the skeleton for real
+
+    assert forced.returncode == 1, forced.output
+    for outcome, message in forced.of("02_Tiny").values():
+        assert outcome == "failed" and "the setup cell failed" in message, message
+
+
+def test_self_check_grades_skeletons_solutions_and_mutants_in_one_pass(lab: Lab) -> None:
+    lab.add_lesson()
+
+    run = lab.run_pytest("--self-check")
+
+    assert run.returncode == 0, run.output
+    expected = {f"skeleton::{name}" for name in CHECK_ITEMS} | {f"solution::{name}" for name in CHECK_ITEMS}
+    assert {name: outcome for name, (outcome, _) in run.of("02_Tiny").items()} == dict.fromkeys(
+        expected | MUTANT_ITEMS, "passed"
+    )
+    assert "1 lesson graded in child processes" in run.output  # the three modes, one child
+
+
+def test_self_check_fails_a_learner_cell_that_passes_untouched(lab: Lab) -> None:
+    lab.add_lesson(solved=True)  # as if the skeleton gave the answer away
+
+    run = lab.run_pytest("--self-check")
+
+    assert run.returncode == 1, run.output
+    items = run.of("02_Tiny")
+    for name in CHECK_ITEMS:
+        outcome, message = items[f"skeleton::{name}"]
+        assert outcome == "failed" and "the untouched skeleton passes check" in message, message
+        assert items[f"solution::{name}"][0] == "passed"
+
+
+def test_self_check_is_one_of_the_modes(lab: Lab) -> None:
+    lab.add_lesson()
+    run = lab.run_pytest("--self-check", "--mutants")
+    assert run.returncode == 4 and "grade different things" in run.output, run.output
