@@ -74,6 +74,13 @@ def pytest_configure(config: pytest.Config) -> None:
         start_zygote(extra=True)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A learner's run starts the zygote only when some exercise was touched (else nothing is graded in a child)."""
+    touched = {i.path for i in session.items if isinstance(i, GradedItem) and not i.untouched}
+    if touched and grading_mode(session.config) == "learner":
+        start_zygote(extra=len(touched) > 1)
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     scheduler = config.stash.get(SCHEDULER, None)
     if scheduler is not None:

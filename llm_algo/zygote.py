@@ -1,8 +1,8 @@
 """A warm process that imports torch and the grader once, then forks one grading child per lesson.
 
 `python -m llm_algo.zygote [--extra]` is started by the grader's parent (see `Zygote`). It preloads the modules
-every lesson needs (torch, numpy, matplotlib, the grading engine; with --extra also transformers' reference models)
-and then waits for requests on stdin, one JSON line each: {"argv": [request, events], "log", "exit_file", "env",
+every lesson needs (torch, numpy, matplotlib, the grading engine; with --extra also transformers' reference models,
+in the idle time between requests) and then waits for requests on stdin, one JSON line each: {"argv": [request, events], "log", "exit_file", "env",
 "cwd"}. For each it forks a child, answers {"pid": ...} and, when the child ends, writes its exit code to
 `exit_file`. The child starts a session of its own (so that the parent can stop it and everything it started),
 sends its output to the log, takes the environment and working folder of the request, and runs
@@ -39,8 +39,7 @@ CORE_PRELOAD = (
     "llm_algo.kernel_checks",
     "llm_algo.bench",
 )
-# Hugging Face reference models: about two seconds, worth it when several lessons are graded. They import Triton,
-# so they are preloaded only where the zygote has decided the device policy.
+# Hugging Face reference models: about two seconds, worth it when several lessons are graded (see `serve`).
 EXTRA_PRELOAD = (
     "llm_algo.hf_reference",
     "transformers",
@@ -61,17 +60,18 @@ def _cpu_only() -> bool:
     return os.environ.get("LLM_ALGO_FORCE_CPU") == "1" or not torch.backends.cuda.is_built()
 
 
-def _preload(extra: bool) -> bool:
-    """Import what children need; True when the device policy was decided here (CPU only)."""
+def _import(name: str) -> None:
     import warnings
 
-    def load(names: tuple[str, ...]) -> None:
-        for name in names:
-            with contextlib.suppress(Exception), warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                __import__(name)
+    with contextlib.suppress(Exception), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        __import__(name)
 
-    load(CORE_PRELOAD)
+
+def _preload() -> bool:
+    """Import what every child needs; True when the device policy was decided here (CPU only)."""
+    for name in CORE_PRELOAD:
+        _import(name)
     decided = False
     with contextlib.suppress(Exception):
         if _cpu_only():
@@ -80,9 +80,8 @@ def _preload(extra: bool) -> bool:
             device.policy()  # sets TRITON_INTERPRET=1 before Triton is imported
             decided = True
     if decided:
-        load(TRITON_PRELOAD)
-    if extra and decided:  # transformers' models import Triton: only once the policy is decided
-        load(EXTRA_PRELOAD)
+        for name in TRITON_PRELOAD:
+            _import(name)
     return decided
 
 
@@ -141,7 +140,7 @@ def _write_exit(path: str, code: int) -> None:
 
 
 def serve(extra: bool) -> int:
-    decided = _preload(extra)
+    decided = _preload()
     out = sys.stdout.buffer
 
     def reply(message: dict) -> None:
@@ -149,10 +148,15 @@ def serve(extra: bool) -> int:
         out.flush()
 
     reply({"ready": True, "policy_decided": decided})
+    # The extra preloads come after the first children are on their way, one module whenever no request waits.
+    # transformers' models import Triton: only where the policy was decided here.
+    extras = list(EXTRA_PRELOAD) if extra and decided else []
     children: dict[int, str] = {}  # pid -> exit file
     buffer, stdin = b"", sys.stdin.fileno()
     while True:
-        readable, _, _ = select.select([stdin], [], [], 0.05)
+        readable, _, _ = select.select([stdin], [], [], 0 if extras else 0.05)
+        if not readable and extras:
+            _import(extras.pop(0))
         if readable:
             chunk = os.read(stdin, 65536)
             if not chunk:  # the parent has gone: stop what is left and leave
