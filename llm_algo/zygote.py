@@ -234,10 +234,11 @@ class Zygote:
                 raise ZygoteGone(f"the zygote stopped answering ({exc})") from None
 
     def close(self) -> None:
+        """End of input: the zygote stops its children and leaves; one still preloading is stopped at once."""
         with contextlib.suppress(OSError):
             self.process.stdin.close()
         try:
-            self.process.wait(timeout=10)
+            self.process.wait(timeout=1)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
