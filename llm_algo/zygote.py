@@ -47,6 +47,7 @@ EXTRA_PRELOAD = (
 )
 TRITON_PRELOAD = ("triton", "triton.language")
 # The environment a zygote was started with and that its preloads depend on; when one differs, a new zygote.
+READY_SECONDS = 120  # importing torch and the rest on a slow, busy machine; longer means something is wrong
 FINGERPRINT_ENV = ("PYTHONPATH", "LLM_ALGO_FORCE_CPU", "CUDA_VISIBLE_DEVICES", "MPLBACKEND")
 
 
@@ -207,7 +208,10 @@ class Zygote:
         self.lock = threading.Lock()
         self.ready = False
 
-    def _read(self) -> dict:
+    def _read(self, timeout: float) -> dict:
+        readable, _, _ = select.select([self.process.stdout], [], [], timeout)
+        if not readable:
+            raise ZygoteGone(f"the zygote did not answer within {timeout:g} s")
         line = self.process.stdout.readline()
         if not line:
             raise ZygoteGone(f"the zygote exited (code {self.process.poll()})")
@@ -225,11 +229,11 @@ class Zygote:
         with self.lock:
             try:
                 if not self.ready:
-                    self._read()  # {"ready": true}: the preloads are done
+                    self._read(READY_SECONDS)  # {"ready": true}: the preloads are done
                     self.ready = True
                 self.process.stdin.write((json.dumps(request) + "\n").encode())
                 self.process.stdin.flush()
-                return int(self._read()["pid"])
+                return int(self._read(READY_SECONDS)["pid"])
             except (OSError, ValueError, KeyError) as exc:
                 raise ZygoteGone(f"the zygote stopped answering ({exc})") from None
 
