@@ -71,14 +71,15 @@ def pytest_configure(config: pytest.Config) -> None:
         jobs=jobs, timeout=config.llm_algo_timeout, grade_untouched=config.llm_algo_grade_untouched
     )
     if grading_mode(config) != "learner":  # every lesson needs a child: let the zygote preload during collection
-        start_zygote(extra=True)
+        start_zygote()
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """A learner's run starts the zygote only when some exercise was touched (else nothing is graded in a child)."""
-    touched = {i.path for i in session.items if isinstance(i, GradedItem) and not i.untouched}
-    if touched and grading_mode(session.config) == "learner":
-        start_zygote(extra=len(touched) > 1)
+    """A learner's run starts the zygote only when some exercise was touched (else nothing is graded in a child);
+    transformers' models are preloaded too when more than one lesson is to be graded."""
+    lessons = {i.path for i in session.items if isinstance(i, GradedItem) and not i.untouched}
+    if lessons:
+        start_zygote(extra=len(lessons) > 1)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

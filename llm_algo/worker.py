@@ -123,6 +123,8 @@ def start_zygote(*, extra: bool = False) -> Zygote | None:
             _zygote = None
         if _zygote is None:
             _zygote = Zygote(extra=extra)
+        elif extra:
+            _zygote.preload_extra()
         return _zygote
 
 

@@ -166,6 +166,10 @@ def serve(extra: bool) -> int:
             while b"\n" in buffer:
                 line, buffer = buffer.split(b"\n", 1)
                 request = json.loads(line)
+                if request.get("preload"):  # several lessons are coming after all
+                    extras = list(EXTRA_PRELOAD) if decided and not extra else []
+                    extra = True
+                    continue
                 sys.stdout.flush()
                 sys.stderr.flush()
                 pid = os.fork()
@@ -236,6 +240,15 @@ class Zygote:
                 return int(self._read(READY_SECONDS)["pid"])
             except (OSError, ValueError, KeyError) as exc:
                 raise ZygoteGone(f"the zygote stopped answering ({exc})") from None
+
+    def preload_extra(self) -> None:
+        """Ask a zygote started without --extra to preload the extra modules too (in its idle time)."""
+        if self.extra:
+            return
+        with self.lock, contextlib.suppress(OSError):
+            self.process.stdin.write(b'{"preload": true}\n')
+            self.process.stdin.flush()
+            self.extra = True
 
     def close(self) -> None:
         """End of input: the zygote stops its children and leaves; one still preloading is stopped at once."""
