@@ -9,6 +9,7 @@ llm_algo.scheduler). An exercise cell that still holds its skeleton is not attem
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -75,11 +76,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """A learner's run starts the zygote only when some exercise was touched (else nothing is graded in a child);
-    transformers' models are preloaded too when more than one lesson is to be graded."""
+    """A learner's run starts the zygote only when some exercise was touched (else nothing is graded in a child).
+    transformers' models are preloaded too when several lessons are to be graded and some of their checks use them
+    (their checks modules, imported to collect the items, imported llm_algo.hf_reference)."""
     lessons = {i.path for i in session.items if isinstance(i, GradedItem) and not i.untouched}
     if lessons:
-        start_zygote(extra=len(lessons) > 1)
+        start_zygote(extra=len(lessons) > 1 and "llm_algo.hf_reference" in sys.modules)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

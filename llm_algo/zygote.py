@@ -44,6 +44,8 @@ EXTRA_PRELOAD = (
     "llm_algo.hf_reference",
     "transformers",
     "transformers.models.llama.modeling_llama",
+    "transformers.models.mixtral.modeling_mixtral",
+    "transformers.models.deepseek_v3.modeling_deepseek_v3",
 )
 TRITON_PRELOAD = ("triton", "triton.language")
 # The environment a zygote was started with and that its preloads depend on; when one differs, a new zygote.
