@@ -25,7 +25,11 @@ def test_there_are_lessons() -> None:
 @pytest.fixture(scope="module")
 def runs(request: pytest.FixtureRequest) -> dict[Path, tuple[bytes, RunReport, bytes]]:
     """Run every selected notebook (two kernels at a time); per notebook its bytes before, the report, and after."""
-    selected = [item.callspec.params["notebook"] for item in request.session.items if hasattr(item, "callspec")]
+    selected = {
+        item.callspec.params.get("notebook")
+        for item in request.session.items
+        if item.module is request.module and hasattr(item, "callspec")
+    }
     paths = [path for path in NOTEBOOKS if path in selected]
     with pytest.MonkeyPatch.context() as patch:
         patch.delenv("LLM_ALGO_ROOT", raising=False)
