@@ -18,7 +18,7 @@ from .checking import CheckResult, load_checks
 from .grading import Unit
 from .mutants import load_mutants
 from .notebook import NotebookError, read_lesson
-from .paths import is_lesson_path
+from .paths import PART_PATTERN, is_lesson_path, repo_root
 from .progress import load_results, part_summary, render_table, save_results
 from .scheduler import LessonScheduler
 from .settings import CHECK_TIMEOUT, GRADE_UNTOUCHED, GRADING_JOBS, SettingError, resolve
@@ -71,8 +71,18 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SCHEDULER] = LessonScheduler(
         jobs=jobs, timeout=config.llm_algo_timeout, grade_untouched=config.llm_algo_grade_untouched
     )
-    if grading_mode(config) != "learner":  # every lesson needs a child: let the zygote preload during collection
-        start_zygote()
+    if grading_mode(config) != "learner" or _names_lessons(config):
+        start_zygote()  # preloads while pytest collects (a learner's run stops it unused when nothing was touched)
+
+
+def _names_lessons(config: pytest.Config) -> bool:
+    """Whether this run is about lessons: no arguments (the lesson parts are pytest's testpaths), or a notebook or
+    part folder among them (and not, say, the package's own tests)."""
+    for arg in config.args:
+        path = Path(config.invocation_params.dir, arg.split("::")[0]).resolve()
+        if path == repo_root() or is_lesson_path(path) or PART_PATTERN.match(path.name):
+            return True
+    return False
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

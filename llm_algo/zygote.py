@@ -72,9 +72,8 @@ def _import(name: str) -> None:
 
 
 def _preload() -> bool:
-    """Import what every child needs; True when the device policy was decided here (CPU only)."""
-    for name in CORE_PRELOAD:
-        _import(name)
+    """Import what every child needs; True when the device policy was decided here (CPU only). The policy comes
+    before the other preloads, as in a notebook, where `setup_lesson` runs before the lesson imports Triton."""
     decided = False
     with contextlib.suppress(Exception):
         if _cpu_only():
@@ -82,9 +81,8 @@ def _preload() -> bool:
 
             device.policy()  # sets TRITON_INTERPRET=1 before Triton is imported
             decided = True
-    if decided:
-        for name in TRITON_PRELOAD:
-            _import(name)
+    for name in CORE_PRELOAD + (TRITON_PRELOAD if decided else ()):
+        _import(name)
     return decided
 
 
@@ -253,11 +251,12 @@ class Zygote:
             self.extra = True
 
     def close(self) -> None:
-        """End of input: the zygote stops its children and leaves; one still preloading is stopped at once."""
+        """End of input: the zygote stops its children and leaves; one still preloading (or never used) is stopped
+        at once."""
         with contextlib.suppress(OSError):
             self.process.stdin.close()
         try:
-            self.process.wait(timeout=1)
+            self.process.wait(timeout=1 if self.ready else 0)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
