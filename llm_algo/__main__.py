@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -24,18 +23,16 @@ def cmd_lint(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .paths import lesson_notebooks
-    from .runner import run_notebook
+    from .runner import run_notebooks
 
     paths = [Path(p) for p in args.notebooks] or (lesson_notebooks() if args.all else [])
     if not paths:
         print("name a notebook, or pass --all")
         return 2
     failures = 0
-    for path in paths:
-        try:
-            report = run_notebook(path, solutions=args.solutions)
-        except NotebookError as exc:
-            print(f"✗ {exc}")
+    for report in run_notebooks(paths, solutions=args.solutions, jobs=args.jobs):
+        if isinstance(report, NotebookError):
+            print(f"✗ {report}")
             failures += 1
             continue
         verdicts = ", ".join(f"{name}: {status}" for name, status in report.checks.items())
@@ -72,7 +69,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     from . import device as device_policy
     from .checking import Exercise, load_checks
-    from .loader import MODE_ENV, load_namespace
+    from .loader import load_namespace
     from .notebook_api import find_lesson
 
     if not device_policy.policy().has_cuda:
@@ -84,8 +81,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"lesson {args.lesson} declares no benchmark")
         return 1
     mode = "learner" if args.mine else "solution"
-    os.environ[MODE_ENV] = mode  # the reference's `use(...)` takes earlier lessons' references, without grading yours
-    loaded = load_namespace(lesson, mode)
+    loaded = load_namespace(lesson, mode)  # in solution mode, `use(...)` takes earlier lessons' references
     table = Table(title=f"{args.lesson}: {'your kernel' if args.mine else 'reference solution'} vs baselines")
     for column in ("kernel", "shape", "ms (median)", "throughput"):
         table.add_column(column)
@@ -116,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         "--solutions", action="store_true", help="run with the reference solutions in place of the exercises"
     )
     run.add_argument("--all", action="store_true", help="every lesson notebook")
+    run.add_argument("--jobs", type=int, default=1, help="how many notebooks run at once, each in its own kernel")
     run.set_defaults(func=cmd_run)
     commands.add_parser("progress", help="your per-part progress, from the last pytest runs").set_defaults(
         func=cmd_progress

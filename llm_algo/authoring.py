@@ -26,6 +26,7 @@ from pathlib import Path
 import nbformat
 
 from .checking import load_module
+from .notebook import source_hash
 from .paths import repo_root
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -142,9 +143,14 @@ class LessonBuilder:
         self._add(nbformat.v4.new_code_cell(_dedent(code)), tag, tag)
 
     def exercise(self, name: str, solution: str) -> None:
-        """The exercise cell (skeleton of the solution) and its check cell; the solution waits for `stop()`."""
+        """The exercise cell (skeleton of the solution) and its check cell; the solution waits for `stop()`. The
+        exercise cell records its skeleton's hash, so that `pytest` reports an untouched exercise as not attempted
+        without loading the lesson."""
         solution = _dedent(solution)
-        self._add(nbformat.v4.new_code_cell(skeleton(solution)), "exercise", "exercise", {"exercise": name})
+        given = skeleton(solution)
+        self._add(
+            nbformat.v4.new_code_cell(given), "exercise", "exercise", {"exercise": name, "skeleton": source_hash(given)}
+        )
         self._add(nbformat.v4.new_code_cell(f'check("{name}")'), "check", "check", {"exercise": name})
         self.solutions.append((name, strip_markers(solution)))
 

@@ -7,13 +7,12 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from .checking import CheckResult, Checks, CheckSpec, execution_path, load_checks, run_check
-from .loader import MODE_ENV, LoadedLesson, load_namespace
+from .loader import LoadedLesson, load_namespace
 from .mutants import Mutant, StaleMutant, load_mutants
 from .notebook import Lesson, Mode, NotebookError, read_lesson
 
@@ -130,7 +129,8 @@ def mutant_verdict(mutant: Mutant, results: list[CheckResult]) -> CheckResult:
 
 
 def grade(notebook: str, units: list[Unit], *, timeout: float, emit: Callable[[dict], None]) -> None:
-    """Grade `units` of one notebook, emitting `{"type": ...}` events: cell, start, result."""
+    """Grade `units` of one notebook, emitting `{"type": ...}` events: load (a mode), cell, loaded, start and result
+    (these two with the unit's key and mode: one child may grade a lesson's checks in several modes)."""
     lesson = read_lesson(notebook)
     registry = load_checks(lesson.id)
     specs = {s.key: s for s in registry.specs}
@@ -140,15 +140,15 @@ def grade(notebook: str, units: list[Unit], *, timeout: float, emit: Callable[[d
         emit({"type": "cell", "cell": cell.label()})
 
     def load(mode: Mode, mutant: Mutant | None = None) -> LoadedLesson:
-        os.environ[MODE_ENV] = mode  # so that `use(...)` in a setup cell takes references in solution mode
+        emit({"type": "load", "mode": mode})
         with time_limit(timeout, "running the notebook's cells"):
             loaded = load_namespace(lesson, mode, mutant=mutant, before_cell=before_cell)
         loaded.broken.update(lost_exercise_cells(lesson, registry))
         emit({"type": "loaded"})
         return loaded
 
-    def report(result: CheckResult) -> None:
-        emit({"type": "result", "result": result.to_json()})
+    def report(result: CheckResult, mode: Mode) -> None:
+        emit({"type": "result", "mode": mode, "result": result.to_json()})
 
     plain = [u for u in units if not u.is_mutant]
     for mode in dict.fromkeys(u.mode for u in plain):
@@ -164,13 +164,13 @@ def grade(notebook: str, units: list[Unit], *, timeout: float, emit: Callable[[d
             lesson,
             registry,
             timeout=timeout,
-            on_start=lambda spec: emit({"type": "start", "key": spec.key}),
-            on_result=report,
+            on_start=lambda spec, mode=mode: emit({"type": "start", "key": spec.key, "mode": mode}),
+            on_result=lambda result, mode=mode: report(result, mode),
         )
 
     for unit in (u for u in units if u.is_mutant):
         mutant = mutants[unit.key]
-        emit({"type": "start", "key": unit.key})
+        emit({"type": "start", "key": unit.key, "mode": unit.mode})
         try:
             loaded = load("solution", mutant)
         except StaleMutant as exc:
@@ -189,4 +189,4 @@ def grade(notebook: str, units: list[Unit], *, timeout: float, emit: Callable[[d
                 stop_at_first_failure=True,
             )
             verdict = mutant_verdict(mutant, results)
-        report(verdict)
+        report(verdict, unit.mode)

@@ -10,16 +10,28 @@ from __future__ import annotations
 
 import builtins
 import linecache
+import os
 import sys
 import types
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from .checking import notebook_location
 from .mutants import Mutant
 from .notebook import Cell, Lesson, Mode, NotebookError, cell_filename
 
-MODE_ENV = "LLM_ALGO_MODE"  # "solution" while the grader or the runner works on the reference solutions
+MODE_ENV = "LLM_ALGO_MODE"  # "solution" in a kernel that the headless runner started with the reference solutions
+GRADING_MODE: ContextVar[Mode | None] = ContextVar("llm_algo_grading_mode", default=None)
+
+
+def current_mode() -> Mode:
+    """The mode of the code running now: the lesson being loaded (`load_namespace` sets it for the cells it runs),
+    else the kernel's (the headless runner starts kernels with $LLM_ALGO_MODE), else the learner's."""
+    mode = GRADING_MODE.get()
+    if mode is None:
+        mode = "solution" if os.environ.get(MODE_ENV) == "solution" else "learner"
+    return mode
 
 
 @dataclass
@@ -85,6 +97,17 @@ def load_namespace(
     only its own exercise, and one that raises NotImplementedError at top level is not attempted.
     """
     loaded = LoadedLesson(namespace=fresh_namespace(lesson.id))
+    token = GRADING_MODE.set(mode)  # so that `use(...)` in a setup cell takes references in solution mode
+    try:
+        _run_plan(lesson, mode, loaded, mutant, before_cell)
+    finally:
+        GRADING_MODE.reset(token)
+    return loaded
+
+
+def _run_plan(
+    lesson: Lesson, mode: Mode, loaded: LoadedLesson, mutant: Mutant | None, before_cell: Callable[[Cell], None] | None
+) -> None:
     for cell in lesson.code_plan(mode):
         exercise = cell.exercise or cell.solution
         source = cell.source
@@ -106,4 +129,3 @@ def load_namespace(
                     f"{lesson.name}: the setup cell failed, so nothing can be graded: {message}"
                 ) from exc
             loaded.broken[exercise] = f"the cell raised {message}"
-    return loaded

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Literal
-
-import nbformat
+from typing import TYPE_CHECKING, Literal
 
 from .paths import display_path
+
+if TYPE_CHECKING:
+    import nbformat
 
 TAGS = ("setup", "exercise", "check", "solution", "demo")
 Mode = Literal["learner", "solution"]
@@ -28,6 +31,12 @@ class Cell:
     exercise: str | None  # metadata.llm_algo.exercise (exercise and check cells)
     solution: str | None  # metadata.llm_algo.solution (solution cells)
     raw: dict = field(repr=False, compare=False, hash=False)
+    skeleton: str | None = None  # metadata.llm_algo.skeleton (exercise cells): source_hash of the cell as given
+
+    @property
+    def untouched(self) -> bool:
+        """An exercise cell still exactly as the lesson gave it (so it can only be *not attempted*)."""
+        return self.skeleton is not None and source_hash(self.source) == self.skeleton
 
     @property
     def tag(self) -> str | None:
@@ -47,12 +56,26 @@ class Cell:
         return f"cell {self.number}" + (f" ({self.tag})" if self.tag else "")
 
 
+def source_hash(source: str) -> str:
+    """A short fingerprint of a cell's code; trailing whitespace does not count (editors add and drop it)."""
+    text = "\n".join(line.rstrip() for line in source.strip().splitlines())
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
 @dataclass(frozen=True)
 class Lesson:
     path: Path
     meta: dict
     cells: tuple[Cell, ...]
-    notebook: nbformat.NotebookNode = field(repr=False, compare=False, hash=False)
+    text: str = field(repr=False, compare=False, hash=False)  # the file as read
+
+    @cached_property
+    def notebook(self) -> nbformat.NotebookNode:
+        """The notebook as nbformat reads it (for the runner and the lint; grading needs only the cells, and
+        importing nbformat costs a second)."""
+        import nbformat
+
+        return nbformat.reads(self.text, as_version=4)
 
     @property
     def id(self) -> str:
@@ -105,6 +128,14 @@ class Lesson:
                 plan.append(self.solution_cell(cell.exercise) if mode == "solution" else cell)
         return plan
 
+    def untouched_exercises(self) -> set[str]:
+        """Exercises whose cell is still the skeleton the lesson shipped (recorded by the builder)."""
+        return {c.exercise for c in self.tagged("exercise") if c.exercise and c.untouched}
+
+    def code_hash(self, mode: Mode) -> str:
+        """A fingerprint of the code the grader runs in `mode` (see `code_plan`)."""
+        return source_hash("\n# --- cell ---\n".join(c.source for c in self.code_plan(mode)))
+
 
 def read_lesson(path: Path | str) -> Lesson:
     """Parse a notebook file; raise NotebookError with a one-line reason when it cannot be read."""
@@ -115,32 +146,33 @@ def read_lesson(path: Path | str) -> Lesson:
     except OSError as exc:
         raise NotebookError(f"{shown}: cannot be read ({exc.strerror}).") from None
     try:
-        json.loads(text)
+        notebook = json.loads(text)
     except json.JSONDecodeError as exc:
         raise NotebookError(
             f"{shown}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}). "
             "Restore it with `git checkout -- <file>` or fix the edit that broke it."
         ) from None
-    notebook = nbformat.reads(text, as_version=4)
-    meta = notebook.metadata.get("llm_algo")
+    meta = notebook.get("metadata", {}).get("llm_algo") if isinstance(notebook, dict) else None
     if not isinstance(meta, dict):
         raise NotebookError(f"{shown}: the notebook metadata has no `llm_algo` object, so it is not a lesson.")
     cells = []
-    for index, raw in enumerate(notebook.cells):
+    for index, raw in enumerate(notebook.get("cells", [])):
         cell_meta = raw.get("metadata", {})
         ours = cell_meta.get("llm_algo", {}) if isinstance(cell_meta.get("llm_algo"), dict) else {}
+        source = raw.get("source", "")
         cells.append(
             Cell(
                 index=index,
                 cell_type=raw.get("cell_type", ""),
-                source=raw.get("source", ""),
+                source="".join(source) if isinstance(source, list) else source,  # nbformat stores lines
                 tags=tuple(cell_meta.get("tags", ())),
                 exercise=ours.get("exercise"),
                 solution=ours.get("solution"),
                 raw=raw,
+                skeleton=ours.get("skeleton"),
             )
         )
-    return Lesson(path=path, meta=dict(meta), cells=tuple(cells), notebook=notebook)
+    return Lesson(path=path, meta=dict(meta), cells=tuple(cells), text=text)
 
 
 def cell_filename(lesson: Lesson, cell: Cell) -> str:

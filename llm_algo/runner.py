@@ -1,12 +1,15 @@
 """`python -m llm_algo run NOTEBOOK [--solutions]`: execute a lesson headlessly with nbclient.
 
 The source notebook is never written: the executed copy, with its outputs, goes under the ignored
-`.llm_algo/executed/` folder. One kernel per notebook, a per-cell timeout and a whole-notebook
-deadline, outputs capped, and each check cell's verdict read back from its display data.
+`.llm_algo/executed/` folder. One kernel per notebook (several notebooks run at once with `jobs`), a
+per-cell timeout and a whole-notebook deadline, outputs capped, and each check cell's verdict read
+back from its display data. The kernel learns its mode from its environment: $LLM_ALGO_MODE, and
+$LLM_ALGO_DEFER_CHECKS when the self-check grades the checks itself (check cells then only report).
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import os
 import time
@@ -14,12 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
+from jupyter_core.utils import run_sync
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
 from .loader import MODE_ENV
-from .notebook import Lesson, read_lesson
-from .notebook_api import CHECK_MIME
+from .notebook import Lesson, NotebookError, read_lesson
+from .notebook_api import CHECK_MIME, DEFER_CHECKS_ENV, DEFERRED
 from .paths import state_dir
 
 CELL_TIMEOUT = 300.0
@@ -37,7 +41,7 @@ class RunReport:
 
     @property
     def ok(self) -> bool:
-        return not self.error and all(status == "passed" for status in self.checks.values())
+        return not self.error and all(status in ("passed", DEFERRED) for status in self.checks.values())
 
 
 def with_solutions(lesson: Lesson) -> nbformat.NotebookNode:
@@ -70,10 +74,45 @@ def run_notebook(
     path: Path | str,
     *,
     solutions: bool = False,
+    defer_checks: bool = False,
     cell_timeout: float = CELL_TIMEOUT,
     deadline: float = NOTEBOOK_DEADLINE,
 ) -> RunReport:
-    lesson = read_lesson(path)
+    """Run one notebook (a NotebookError when it cannot be read)."""
+    return run_sync(_run)(
+        read_lesson(path), solutions=solutions, defer_checks=defer_checks, cell_timeout=cell_timeout, deadline=deadline
+    )
+
+
+def run_notebooks(
+    paths: list[Path], *, solutions: bool = False, defer_checks: bool = False, jobs: int = 1
+) -> list[RunReport | NotebookError]:
+    """Run notebooks, `jobs` kernels at a time; one report (or the NotebookError of an unreadable one) per path."""
+
+    async def run_all() -> list[RunReport | NotebookError]:
+        slots = asyncio.Semaphore(jobs)
+
+        async def one(path: Path) -> RunReport | NotebookError:
+            try:
+                lesson = read_lesson(path)
+            except NotebookError as exc:
+                return exc
+            async with slots:
+                return await _run(lesson, solutions=solutions, defer_checks=defer_checks)
+
+        return await asyncio.gather(*(one(path) for path in paths))
+
+    return run_sync(run_all)()
+
+
+async def _run(
+    lesson: Lesson,
+    *,
+    solutions: bool,
+    defer_checks: bool,
+    cell_timeout: float = CELL_TIMEOUT,
+    deadline: float = NOTEBOOK_DEADLINE,
+) -> RunReport:
     nb = with_solutions(lesson) if solutions else copy.deepcopy(lesson.notebook)
     out = executed_path(lesson, solutions)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -98,21 +137,17 @@ def run_notebook(
         on_cell_error=on_cell_error,
     )
     report = RunReport(notebook=lesson.name, executed_copy=out, seconds=0.0)
-    previous = os.environ.get(MODE_ENV)
-    os.environ[MODE_ENV] = "solution" if solutions else "learner"  # the kernel inherits it
+    env = {**os.environ, MODE_ENV: "solution" if solutions else "learner"}  # the kernel's mode, set at its start
+    if defer_checks:
+        env[DEFER_CHECKS_ENV] = "1"
     try:
-        client.execute()
+        await client.async_execute(env=env)
     except CellTimeoutError:
         report.error = f"a cell ran past its timeout ({cell_timeout:g} s per cell, {deadline:g} s per notebook)"
     except DeadKernelError:
         report.error = "the kernel died (did a cell call exit() or crash the interpreter?)"
     except CellExecutionError as exc:  # ename and evalue: str(exc) carries the kernel's ANSI colour codes
         report.error = f"{failed[-1] if failed else 'a cell'} raised {exc.ename}: {exc.evalue}"
-    finally:
-        if previous is None:
-            os.environ.pop(MODE_ENV, None)
-        else:
-            os.environ[MODE_ENV] = previous
     report.seconds = time.monotonic() - start
     for cell in nb.cells:
         if "check" in cell.metadata.get("tags", []):

@@ -7,6 +7,7 @@ import ast
 import pytest
 
 from llm_algo.authoring import BEGIN, END, LessonBuilder, skeleton, strip_markers
+from llm_algo.notebook import source_hash
 
 SOLUTION = f'''def attention(q, k, v, causal=False):
     """q, k, v: (T, D) -> (T, D)"""
@@ -73,7 +74,8 @@ def test_the_builder_writes_skeleton_check_and_collapsed_solution() -> None:
     cells = lesson.notebook().cells
     by_tag = {cell.metadata.get("tags", [None])[0]: cell for cell in cells}
     assert by_tag["exercise"].source == SKELETON
-    assert by_tag["exercise"].metadata["llm_algo"] == {"exercise": "attention"}
+    # the skeleton's hash lets `pytest` call an untouched exercise not attempted without loading the lesson
+    assert by_tag["exercise"].metadata["llm_algo"] == {"exercise": "attention", "skeleton": source_hash(SKELETON)}
     assert by_tag["check"].source == 'check("attention")'
     solution = by_tag["solution"]
     assert solution.source == "#@title Reference solution: attention\n" + strip_markers(SOLUTION)

@@ -3,10 +3,14 @@ it passes all of that exercise's checks, the reference otherwise — and says wh
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from tiny_lab import Lab
 
-from llm_algo.loader import MODE_ENV
+from llm_algo import device
+from llm_algo.loader import MODE_ENV, load_namespace
+from llm_algo.notebook import read_lesson
 from llm_algo.notebook_api import setup_lesson
 
 USES_TINY = 'add_one_from_tiny = lesson.use("p02.tiny", "add_one")\nassert add_one_from_tiny(1) == 2'
@@ -74,3 +78,65 @@ def test_an_exercise_cell_that_does_not_run_lends_the_reference(lab: Lab, capsys
     block, said = borrow(capsys)
     assert said == "add_one: using reference from 02_Tiny.ipynb — yours is failed (0/3 checks pass)"
     assert block(41) == 42
+
+
+GPU_ONLY_CHECKS = """
+from llm_algo.checking import Checks, expect
+
+checks = Checks({lesson_id!r})
+
+
+@checks("add_one", requires_cuda=True)
+def on_the_gpu(ex):
+    expect(ex.add_one(1) == 2, "add_one(1) is wrong")
+
+
+@checks("add_one", requires_cuda=True)
+def on_the_gpu_too(ex):
+    expect(ex.add_one(2) == 3, "add_one(2) is wrong")
+
+
+@checks("add_one", requires_cuda=True)
+def on_the_gpu_again(ex):
+    expect(ex.add_one(3) == 4, "add_one(3) is wrong")
+"""
+
+
+def test_an_exercise_whose_checks_were_all_skipped_lends_the_reference(
+    lab: Lab, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LLM_ALGO_FORCE_CPU", "1")  # the checks need CUDA: skipped here
+    device.policy.cache_clear()
+    try:
+        lab.add_lesson(solved=True, checks=GPU_ONLY_CHECKS)
+        add_next_lesson(lab)
+        block, said = borrow(capsys)
+    finally:
+        device.policy.cache_clear()
+    assert said == "add_one: using reference from 02_Tiny.ipynb — yours is not attempted (0/3 checks pass)"
+    assert "solution add_one" in block.__code__.co_filename
+
+
+def test_an_earlier_lesson_is_loaded_once_until_it_changes(lab: Lab, capsys: pytest.CaptureFixture) -> None:
+    path = lab.add_lesson(solved=True)
+    add_next_lesson(lab)
+    first, _ = borrow(capsys)
+    again, said = borrow(capsys)
+    assert again is first and said.startswith("add_one: using yours")  # the same function: not loaded again
+
+    lab.edit_cell(path, "exercise", lambda cell: cell.update(source="def add_one(x):\n    return x + 2\n"))
+    changed, said = borrow(capsys)
+
+    assert changed is not first and changed(1) == 2  # the learner broke it: the reference again
+    assert said == "add_one: using reference from 02_Tiny.ipynb — yours is failed (0/3 checks pass)"
+
+
+def test_loading_a_lesson_in_solution_mode_borrows_references(lab: Lab, capsys: pytest.CaptureFixture) -> None:
+    lab.add_lesson(solved=True)
+    add_next_lesson(lab)
+    assert MODE_ENV not in os.environ  # the mode travels with the load, not through the environment
+
+    load_namespace(read_lesson(lab.notebook_path("03_Next.ipynb")), "solution")
+
+    assert "add_one: using reference from 02_Tiny.ipynb — grading the reference solutions" in capsys.readouterr().out
+    assert MODE_ENV not in os.environ

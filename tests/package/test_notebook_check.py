@@ -7,7 +7,7 @@ import pytest
 from tiny_lab import Lab
 
 from llm_algo.checking import CheckResult
-from llm_algo.notebook_api import CHECK_MIME, CheckReport, setup_lesson
+from llm_algo.notebook_api import CHECK_MIME, DEFER_CHECKS_ENV, CheckReport, setup_lesson
 
 
 def not_written(x):
@@ -110,3 +110,16 @@ def test_report_status(outcomes: list[str], error: str, status: str) -> None:
     report = CheckReport("p02.tiny", "add_one", tuple(result(o) for o in outcomes), error=error)
     assert report.status == status
     assert report._repr_mimebundle_()[CHECK_MIME]["status"] == status  # what the headless runner reads back
+
+
+def test_a_check_cell_defers_to_the_self_check_when_its_kernel_says_so(
+    lab: Lab, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lab.add_lesson()
+    monkeypatch.setenv(DEFER_CHECKS_ENV, "1")  # as the headless runner starts a kernel for the self-check
+
+    out = check_output(capsys, {"add_one": lambda x: x + 2})  # wrong, but not graded here
+
+    assert out.splitlines()[0] == "add_one: ⏭ graded by the self-check"
+    unknown = check_output(capsys, {}, exercise="add_two")  # a check cell that names no exercise still fails
+    assert "has no checks for an exercise named 'add_two'" in unknown

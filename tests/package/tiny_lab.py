@@ -16,6 +16,7 @@ import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import llm_algo.lesson_cache
 import llm_algo.notebook_api
 import llm_algo.paths
 from llm_algo.authoring import LessonBuilder, serialize, strip_markers
@@ -278,6 +279,8 @@ class Lab:
 
 
 def clear_caches() -> None:
-    """repo_root() and the lesson index are cached per process; a test that moves LLM_ALGO_ROOT clears them."""
+    """repo_root(), the lesson index and the lessons that `use` loaded are cached per process; a test that moves
+    LLM_ALGO_ROOT clears them."""
     llm_algo.paths.repo_root.cache_clear()
     llm_algo.notebook_api._lesson_index.cache_clear()
+    llm_algo.lesson_cache.clear()

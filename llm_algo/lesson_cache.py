@@ -1,0 +1,134 @@
+"""Earlier lessons loaded once per process: what `use(...)` needs (a lesson's namespace in a mode, the learner's
+verdict on one exercise, a checks registry), memoised by lesson, mode and the content of the code that ran.
+
+A lesson's setup cell may itself borrow from earlier lessons, so an entry also remembers the fingerprints of every
+lesson it borrowed from; it is used again only while all of them are unchanged (a learner who fixes an earlier
+notebook and re-runs a later setup cell gets the fix). Notebooks are parsed again only when their file changed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .checking import CheckResult, Checks, load_checks
+from .loader import LoadedLesson, load_namespace
+from .notebook import Lesson, Mode, NotebookError, read_lesson
+from .paths import checks_module_path
+from .settings import GRADE_UNTOUCHED, resolve
+
+Fingerprint = tuple[str, str, str]  # (notebook path, mode, code hash)
+
+# Whether an exercise cell still holding its skeleton is graded for real (the self-check) or called not attempted
+# on sight (a learner's run); None: the setting (environment, default) decides.
+GRADE_UNTOUCHED_NOW: ContextVar[bool | None] = ContextVar("llm_algo_grade_untouched", default=None)
+
+
+def grade_untouched() -> bool:
+    forced = GRADE_UNTOUCHED_NOW.get()
+    return bool(resolve(GRADE_UNTOUCHED)) if forced is None else forced
+
+
+@dataclass
+class _Loaded:
+    loaded: LoadedLesson | None
+    error: Exception | None  # the notebook did not run (its setup cell failed)
+    borrowed: set[Fingerprint]  # this lesson's own fingerprint and those of every lesson its cells borrowed from
+    verdicts: dict[tuple[str, str], list[CheckResult]] = field(default_factory=dict)  # (exercise, checks hash)
+
+
+_files: dict[Path, tuple[str, Lesson]] = {}
+_namespaces: dict[Fingerprint, _Loaded] = {}
+_registries: dict[tuple[str, str], Checks] = {}
+_borrowing: ContextVar[set[Fingerprint] | None] = ContextVar("llm_algo_borrowing", default=None)
+
+
+def clear() -> None:
+    _files.clear()
+    _namespaces.clear()
+    _registries.clear()
+
+
+def lesson_at(path: Path) -> Lesson:
+    """The notebook at `path`, parsed again only when the file's content changed (hashing it is much cheaper than
+    parsing it; a file's time stamp may not change between two quick writes)."""
+    stamp = hashlib.sha1(path.read_bytes()).hexdigest()
+    cached = _files.get(path)
+    if cached is None or cached[0] != stamp:
+        cached = (stamp, read_lesson(path))
+        _files[path] = cached
+    return cached[1]
+
+
+def _fingerprint(lesson: Lesson, mode: Mode) -> Fingerprint:
+    return (str(lesson.path), mode, lesson.code_hash(mode))
+
+
+def _still_current(fingerprint: Fingerprint) -> bool:
+    path, mode, code = fingerprint
+    try:
+        return lesson_at(Path(path)).code_hash(mode) == code
+    except Exception:  # gone, unreadable, no longer a lesson
+        return False
+
+
+def _note_borrowed(fingerprints: set[Fingerprint]) -> None:
+    """Tell the load in progress (if any: a setup cell calling `use`) which lessons it depends on."""
+    outer = _borrowing.get()
+    if outer is not None:
+        outer.update(fingerprints)
+
+
+def namespace(lesson: Lesson, mode: Mode) -> LoadedLesson:
+    """The lesson's namespace in `mode`, loaded quietly once per content; raises what loading raised."""
+    fingerprint = _fingerprint(lesson, mode)
+    entry = _namespaces.get(fingerprint)
+    if entry is None or not all(_still_current(f) for f in entry.borrowed):
+        borrowed = {fingerprint}
+        token = _borrowing.set(borrowed)
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                entry = _Loaded(load_namespace(lesson, mode), None, borrowed)
+        except NotebookError as exc:  # remembered too: a broken notebook is not run again until it changes
+            entry = _Loaded(None, exc, borrowed)
+        finally:
+            _borrowing.reset(token)
+        _namespaces[fingerprint] = entry
+    _note_borrowed(entry.borrowed)
+    if entry.error is not None:
+        raise entry.error
+    return entry.loaded
+
+
+def registry(lesson_id: str) -> Checks:
+    """The lesson's checks, imported again only when the checks module changed."""
+    path = checks_module_path(lesson_id)
+    key = (lesson_id, _file_hash(path))
+    if key not in _registries:
+        _registries[key] = load_checks(lesson_id)
+    return _registries[key]
+
+
+def _file_hash(path: Path) -> str:
+    try:
+        return hashlib.sha1(path.read_bytes()).hexdigest()
+    except OSError:
+        return "missing"
+
+
+def learner_verdict(lesson: Lesson, exercise: str, learner: LoadedLesson) -> list[CheckResult]:
+    """The results of the exercise's checks on the learner's namespace (from `namespace(lesson, "learner")`),
+    run once per content of the notebook and of the checks."""
+    from .grading import check_exercise  # grading imports the loader, as this module does; no cycle at import time
+
+    checks = registry(lesson.id)
+    entry = _namespaces[_fingerprint(lesson, "learner")]
+    key = (exercise, _file_hash(checks_module_path(lesson.id)))
+    if key not in entry.verdicts:
+        with contextlib.redirect_stdout(io.StringIO()):
+            entry.verdicts[key] = check_exercise(checks.for_exercise(exercise), learner, lesson, checks)
+    return entry.verdicts[key]
