@@ -61,6 +61,7 @@ class CheckSpec:
     hint: str = ""
     gate: bool = False  # a memory-safety check: when it fails, the exercise's other checks are not run
     restriction: Restriction | None = field(default=None, repr=False, compare=False)  # see Checks.restrict
+    requires_compiled: bool = False  # shapes only compiled Triton grades in time: skipped under the interpreter
 
     @property
     def key(self) -> str:
@@ -75,14 +76,34 @@ class Checks:
         self.triton = triton
         self.specs: list[CheckSpec] = []
         self.restrictions: dict[str, Restriction] = {}
+        self.tunes_every_config = False  # True: the grader keeps every autotuner config (llm_algo.grading_autotune)
         self.benchmark: Callable | None = None  # set by load_checks from the module's `benchmark`, if any
 
-    def __call__(self, exercise: str, *, requires_cuda: bool = False, hint: str = "", gate: bool = False) -> Callable:
+    def __call__(
+        self,
+        exercise: str,
+        *,
+        requires_cuda: bool = False,
+        requires_compiled: bool = False,
+        hint: str = "",
+        gate: bool = False,
+    ) -> Callable:
         def register(func: Callable) -> Callable:
             doc = (func.__doc__ or func.__name__.replace("_", " ")).strip().splitlines()[0]
             restriction = self.restrictions.get(exercise)
             self.specs.append(
-                CheckSpec(self.lesson_id, exercise, func.__name__, doc, func, requires_cuda, hint, gate, restriction)
+                CheckSpec(
+                    self.lesson_id,
+                    exercise,
+                    func.__name__,
+                    doc,
+                    func,
+                    requires_cuda,
+                    hint,
+                    gate,
+                    restriction,
+                    requires_compiled,
+                )
             )
             return func
 
@@ -340,6 +361,12 @@ def run_check(spec: CheckSpec, namespace: dict, lesson_name: str, *, triton: boo
     common = {"key": spec.key, "description": spec.description, "path": path}
     if spec.requires_cuda and not device_policy.policy().has_cuda:
         return CheckResult(outcome="skipped", summary="needs a CUDA GPU; this machine has none", **common)
+    if spec.requires_compiled and device_policy.policy().triton_path != "compiled":
+        return CheckResult(
+            outcome="skipped",
+            summary="needs Triton compiled on a GPU of compute capability 8.0+; here kernels run in the interpreter",
+            **common,
+        )
     seed_everything(seed_for(spec))
     from .kernel_checks import checked_kernels  # reads out of bounds fail; gates run kernels interpreted everywhere
 

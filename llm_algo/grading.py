@@ -11,6 +11,7 @@ import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from . import grading_autotune
 from .checking import CheckResult, Checks, CheckSpec, execution_path, load_checks, run_check
 from .loader import LoadedLesson, load_namespace
 from .mutants import Mutant, StaleMutant, load_mutants
@@ -133,6 +134,8 @@ def grade(notebook: str, units: list[Unit], *, timeout: float, emit: Callable[[d
     (these two with the unit's key and mode: one child may grade a lesson's checks in several modes)."""
     lesson = read_lesson(notebook)
     registry = load_checks(lesson.id)
+    if registry.triton and not registry.tunes_every_config:
+        grading_autotune.install()  # the grader's autotuners try their smallest config; a learner's notebook keeps all
     specs = {s.key: s for s in registry.specs}
     mutants = {m.key: m for m in load_mutants(lesson.id)}
 

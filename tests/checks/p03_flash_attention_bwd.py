@@ -203,16 +203,27 @@ def random_cases():
         (1, 2, 1, 33, 33, 128, True),
         (1, 1, 1, 1, 1, 64, True),
     ]
-    if compiled():
-        cases += [(2, 8, 2, 1000, 1000, 128, True), (1, 4, 4, 777, 1234, 64, False), (1, 8, 1, 2048, 2048, 128, True)]
     return cases
+
+
+LARGE_CASES = [(2, 8, 2, 1000, 1000, 128, True), (1, 4, 4, 777, 1234, 64, False), (1, 8, 1, 2048, 2048, 128, True)]
 
 
 @checks("flash_attention_bwd")
 def matches_autograd_of_sdpa(ex):
     """dq, dk, dv vs float64 autograd of SDPA: causal and not, GQA, odd lengths, batch 1, d 64/128, fp16 (+bf16 GPU)"""
+    check_against_autograd(ex, random_cases())
+
+
+@checks("flash_attention_bwd", requires_compiled=True)
+def matches_autograd_of_sdpa_at_scale(ex):
+    """the same at sizes only a GPU grades in time: S = 1000, 777 x 1234 and 2048, GQA 4:1 and 8:1, d 64/128"""
+    check_against_autograd(ex, LARGE_CASES)
+
+
+def check_against_autograd(ex, cases):
     for dtype in sixteen_bit_dtypes():
-        for batch, heads, kv_heads, seq_q, seq_k, head_dim, causal in random_cases():
+        for batch, heads, kv_heads, seq_q, seq_k, head_dim, causal in cases:
             q, k, v, out, lse, dout = backward_inputs(batch, heads, kv_heads, seq_q, seq_k, head_dim, causal, dtype)
             label = describe(q=q, k=k) + f", causal={causal}"
             got = ex.flash_attention_bwd(q, k, v, out, lse, dout, causal=causal)
