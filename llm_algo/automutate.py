@@ -258,7 +258,8 @@ DIM_METHODS |= {"argmax", "argmin", "norm", "var", "std", "cat", "stack", "unsqu
 
 
 def _dim_alternatives(value: int) -> list[int]:
-    return {-1: [0, -2], 0: [1, -1], 1: [0, -1]}.get(value, [value + 1, value - 1])
+    """`0` <-> `-1` or `1` <-> `-1` would name the same axis of a 1-D or 2-D tensor: not a mistake worth a mutant."""
+    return {-1: [0, -2], 0: [1], 1: [0], -2: [-1]}.get(value, [value + 1, value - 1])
 
 
 @operator
