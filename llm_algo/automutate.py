@@ -335,7 +335,19 @@ def drop_mask(node: ast.AST, src: Source) -> Iterator[Edit]:
         yield src.drop_method_call(node)
 
 
-COMMUTATIVE = {"maximum", "minimum", "max", "min", "add", "mul", "eq", "ne", "logical_and", "logical_or", "zip"}
+COMMUTATIVE = {
+    "maximum",
+    "minimum",
+    "max",
+    "min",
+    "add",
+    "mul",
+    "eq",
+    "ne",
+    "logical_and",
+    "logical_or",
+    "promote_types",
+}
 SWAPPABLE = (ast.Name, ast.Attribute, ast.Subscript, ast.Call)
 
 
