@@ -222,6 +222,38 @@ def swap_comparison(node: ast.AST, src: Source) -> Iterator[Edit]:
         left = right
 
 
+DIM_KEYWORDS = ("dim", "axis")
+DIM_METHODS = {"sum", "mean", "max", "min", "amax", "amin", "softmax", "log_softmax", "logsumexp", "cumsum"}
+DIM_METHODS |= {"argmax", "argmin", "norm", "var", "std", "cat", "stack", "unsqueeze", "squeeze", "prod"}
+
+
+def _dim_alternatives(value: int) -> list[int]:
+    """`0` <-> `-1` or `1` <-> `-1` would name the same axis of a 1-D or 2-D tensor: not a mistake worth a mutant."""
+    return {-1: [0, -2], 0: [1], 1: [0], -2: [-1]}.get(value, [value + 1, value - 1])
+
+
+@operator
+def wrong_dim(node: ast.AST, src: Source) -> Iterator[Edit]:
+    """The wrong axis: `dim=-1` -> `dim=0` / `-2` (also `x.sum(-1)`, `torch.cat(xs, 1)`), `keepdim=True` -> `False`."""
+    if not isinstance(node, ast.Call):
+        return
+    targets = [kw.value for kw in node.keywords if kw.arg in DIM_KEYWORDS]
+    if _called_name(node) in DIM_METHODS and isinstance(node.func, ast.Attribute):  # not the builtins max/min
+        position = 0 if _is_method(node) else 1  # x.sum(-1) vs torch.sum(x, -1)
+        if len(node.args) > position:
+            targets.append(node.args[position])
+    for target in targets:
+        value = _number(target)
+        if isinstance(value, int):
+            start, end = src.span(target)
+            for alternative in _dim_alternatives(value):
+                yield start, end, str(alternative)
+    for kw in node.keywords:
+        if kw.arg in ("keepdim", "keep_dims") and isinstance(kw.value, ast.Constant) and kw.value.value is True:
+            start, end = src.span(kw.value)
+            yield start, end, "False"
+
+
 def _number(node: ast.AST) -> float | int | None:
     """The value of a numeric literal, `-1` included; None for anything else (and for booleans)."""
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
@@ -250,38 +282,6 @@ def change_constant(node: ast.AST, src: Source) -> Iterator[Edit]:
     start, end = src.span(node)
     for text in replacements:
         yield start, end, text
-
-
-DIM_KEYWORDS = ("dim", "axis")
-DIM_METHODS = {"sum", "mean", "max", "min", "amax", "amin", "softmax", "log_softmax", "logsumexp", "cumsum"}
-DIM_METHODS |= {"argmax", "argmin", "norm", "var", "std", "cat", "stack", "unsqueeze", "squeeze", "prod"}
-
-
-def _dim_alternatives(value: int) -> list[int]:
-    """`0` <-> `-1` or `1` <-> `-1` would name the same axis of a 1-D or 2-D tensor: not a mistake worth a mutant."""
-    return {-1: [0, -2], 0: [1], 1: [0], -2: [-1]}.get(value, [value + 1, value - 1])
-
-
-@operator
-def wrong_dim(node: ast.AST, src: Source) -> Iterator[Edit]:
-    """The wrong axis: `dim=-1` -> `dim=0` / `-2` (also `x.sum(-1)`, `torch.cat(xs, 1)`), `keepdim=True` -> `False`."""
-    if not isinstance(node, ast.Call):
-        return
-    targets = [kw.value for kw in node.keywords if kw.arg in DIM_KEYWORDS]
-    if _called_name(node) in DIM_METHODS:
-        position = 0 if _is_method(node) else 1  # x.sum(-1) vs torch.sum(x, -1)
-        if len(node.args) > position:
-            targets.append(node.args[position])
-    for target in targets:
-        value = _number(target)
-        if isinstance(value, int):
-            start, end = src.span(target)
-            for alternative in _dim_alternatives(value):
-                yield start, end, str(alternative)
-    for kw in node.keywords:
-        if kw.arg in ("keepdim", "keep_dims") and isinstance(kw.value, ast.Constant) and kw.value.value is True:
-            start, end = src.span(kw.value)
-            yield start, end, "False"
 
 
 CAST_METHODS = {"float", "double", "half", "bfloat16", "long", "int"}
