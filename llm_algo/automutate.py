@@ -487,6 +487,14 @@ def _skipped_subtrees(tree: ast.AST) -> set[int]:
             skipped.append(node.msg)
         elif _left_alone(node):
             skipped.append(node)
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Tuple):  # `bm, num_warps = 64, 8`
+            for target in node.targets:
+                if isinstance(target, ast.Tuple) and len(target.elts) == len(node.value.elts):
+                    skipped += [
+                        value
+                        for name, value in zip(target.elts, node.value.elts, strict=True)
+                        if isinstance(name, ast.Name) and name.id in PERFORMANCE_ONLY
+                    ]
     return {id(inner) for node in skipped for inner in ast.walk(node)}
 
 

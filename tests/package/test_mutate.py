@@ -113,6 +113,7 @@ def softmax(x, eps=1e-6):
         raise ValueError(f"2-D only, got {x.dim() + 1 - 1} dims")
     out = torch.empty_like(x)
     num_warps = 4 if x.shape[1] <= 2048 else 8
+    block, num_stages = 512 + 1, 3
     softmax_kernel[(x.shape[0],)](out, x, x.stride(0), x.shape[1], num_warps=num_warps)
     return out.contiguous()
 '''.lstrip()
@@ -141,6 +142,8 @@ def test_given_code_signatures_decorators_docstrings_and_messages_are_left_alone
     untouched = [i + 1 for i, line in enumerate(SOURCE.splitlines()) if line.lstrip().startswith(("@", "def", '"""'))]
     assert not lines & set(untouched)
     assert not any("num_warps" in m.before or "2048" in m.before for m in mutants)  # performance only
+    stages_line = [m for m in mutants if m.line == 19]
+    assert stages_line and not any(m.before == "3" for m in stages_line)  # block mutated, num_stages left alone
     assert not any(m.line == 16 and m.operator != "delete_statement" for m in mutants)  # the raise's message
     exercise_cell = SOURCE.replace("    row = tl.program_id(0).to(tl.int64)\n", "    raise NotImplementedError\n")
     given = given_lines(SOURCE, exercise_cell)
