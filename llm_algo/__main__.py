@@ -1,4 +1,4 @@
-"""The command line: lint, run, progress, doctor, bench, build."""
+"""The command line: lint, run, progress, doctor, bench, build, mutate."""
 
 from __future__ import annotations
 
@@ -100,6 +100,32 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mutate(args: argparse.Namespace) -> int:
+    from .mutation_report import command
+    from .settings import CHECK_TIMEOUT, SettingError, resolve
+
+    try:
+        timeout = resolve(CHECK_TIMEOUT, cli=args.check_timeout)
+    except SettingError as exc:
+        print(exc)
+        return 2
+
+    def progress(mark: str) -> None:
+        sys.stderr.write(mark)
+        sys.stderr.flush()
+
+    return command(
+        args.lessons,
+        every=args.all,
+        exercise=args.exercise,
+        limit=args.limit,
+        json_path=args.json,
+        timeout=timeout,
+        out=lambda line: print(line, flush=True),
+        progress=progress,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m llm_algo", description="LLM Algo Lab: lessons, grading and tools")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -127,6 +153,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     build.add_argument("lessons", nargs="*", help="lesson ids (default: all)")
     build.set_defaults(func=cmd_build)
+    mutate = commands.add_parser(
+        "mutate",
+        help="(authors) grade automatic mutants of the reference solutions; review every survivor",
+        description="Generate small wrong versions of each exercise's reference solution (operator swaps, "
+        "constants, axes, dropped casts and masks, deleted statements...) and grade each with the lesson's checks. "
+        "Survivors are printed for review: kill each with a check, or record in "
+        "tests/mutants/equivalent/<lesson>.txt why it is equivalent.",
+    )
+    mutate.add_argument("lessons", nargs="*", help="lesson ids (p02.rmsnorm) or notebook paths")
+    mutate.add_argument("--all", action="store_true", help="every lesson")
+    mutate.add_argument("--exercise", help="only this exercise's mutants")
+    mutate.add_argument("--limit", type=int, help="grade at most N mutants per lesson (a fixed-seed sample)")
+    mutate.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    mutate.add_argument("--check-timeout", help="seconds a check may run (default: the grader's setting)")
+    mutate.set_defaults(func=cmd_mutate)
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -649,6 +649,23 @@ def matches_gemma2_eager_attention(ex):
 
 
 @checks("softcap_attention")
+def half_precision_rounded_once(ex):
+    """fp16 and bf16: scores, cap, softmax and weights @ v in float32, rounded to q's dtype once (no baseline)"""
+    B, H, S_q, S_k, D = 2, 2, 7, 7, 32
+    mask = causal_window(S_q, S_k, 3)
+    for dtype in (torch.float16, torch.bfloat16):
+        q = (torch.randn(B, H, S_q, D, dtype=torch.float64) * 3).to(dtype)
+        k = (torch.randn(B, H, S_k, D, dtype=torch.float64) * 3).to(dtype)
+        v = torch.randn(B, H, S_k, D, dtype=torch.float64).to(dtype)
+        expect_close(
+            ex.softcap_attention(q.clone(), k.clone(), v.clone(), 50.0, mask),
+            gemma2_attention(q.double(), k.double(), v.double(), 50.0, mask, D**-0.5),
+            input=describe(q=q, k=k) + ", softcap=50, window=3, compared without a low-precision baseline",
+            hint="compute_dtype = torch.promote_types(q.dtype, torch.float32): upcast q, k and v, cast back once",
+        )
+
+
+@checks("softcap_attention")
 def without_cap_equals_sdpa(ex):
     """softcap=None is plain attention: F.scaled_dot_product_attention with the same boolean mask and scale"""
     for (B, H, S_q, S_k, D), scale, with_mask in [

@@ -317,6 +317,23 @@ def half_precision(ex):
         )
 
 
+@checks("attention")
+def large_scores_stay_finite(ex):
+    """float32 scores of several hundred (exp overflows at 89): subtract each row's max before exp"""
+    q, k, v = random_qkv(2, 4, 2, 6, 10, 16, scale=8.0)  # scores ~ N(0, 64**2)
+    mask = left_padding([10, 7], 10)
+    compare_with_sdpa(
+        ex,
+        q,
+        k,
+        v,
+        causal=True,
+        key_padding_mask=mask,
+        label=describe(q=q, k=k) + ", scale 8 (scores up to ~250), causal, left padding [10, 7]",
+        hint="softmax(s) = exp(s - max s) / sum exp(s - max s): without the max, exp(250) is inf and inf / inf nan",
+    )
+
+
 def gradients_of(fn, upstream, *tensors):
     """Gradients of fn(*tensors) with respect to each tensor, for the given upstream gradient."""
     leaves = [t.clone().requires_grad_() for t in tensors]
@@ -347,13 +364,15 @@ def gradients_match_sdpa(ex):
 
 @checks("attention")
 def refuses_bad_head_counts(ex):
-    """H_q = 6 with H_kv = 4 is refused with an error instead of a silent wrong grouping"""
-    q, k, v = random_qkv(1, 6, 4, 3, 3, 8)
-    expect_refused(
-        lambda: ex.attention(q, k, v),
-        input=describe(q=q, k=k) + " (6 query heads cannot be split into groups over 4 KV heads)",
-        hint="raise ValueError when H_q % H_kv != 0",
-    )
+    """H_q = 6 with H_kv = 4, or fewer query heads than KV heads, is refused instead of a silent wrong grouping"""
+    for num_heads, num_kv_heads in ((6, 4), (1, 2)):
+        q, k, v = random_qkv(1, num_heads, num_kv_heads, 3, 3, 8)
+        expect_refused(
+            lambda q=q, k=k, v=v: ex.attention(q, k, v),
+            input=describe(q=q, k=k)
+            + f" ({num_heads} query heads cannot be split into groups over {num_kv_heads} KV heads)",
+            hint="raise ValueError when H_q % H_kv != 0",
+        )
 
 
 # ------------------------------------------------------------------------------------------ KVCache

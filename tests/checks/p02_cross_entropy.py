@@ -125,6 +125,20 @@ def huge_logits_do_not_overflow(ex):
 
 
 @checks("logsumexp")
+def low_precision_log_probabilities(ex):
+    """fp16/bf16 log-probabilities (logsumexp about 0): computed in float32, rounded once (no baseline)"""
+    for dtype in LOW_PRECISION:
+        x = torch.log_softmax(torch.randn(6, 200, dtype=torch.float64) * 2, dim=-1).to(dtype)
+        expect_close(
+            ex.logsumexp(x),
+            torch.logsumexp(x.double(), dim=-1),
+            input=describe(x=x) + " = log_softmax of random logits, compared without a low-precision baseline",
+            hint="xc = x.to(torch.promote_types(x.dtype, torch.float32)): in fp16 every exp and the log are rounded, "
+            "and a result near 0 shows it",
+        )
+
+
+@checks("logsumexp")
 def fully_masked_rows(ex):
     """a row of all -inf gives -inf (not nan); a row with one finite entry gives that entry"""
     x = torch.randn(3, 17, dtype=torch.float64)
@@ -371,6 +385,20 @@ def ignored_rows_and_all_ignored(ex):
         input=describe(logits=logits) + ", every target -100",
         what="grad",
         hint="with no valid token the gradient is zero: divide by max(n_valid, 1)",
+    )
+
+
+@checks("cross_entropy_grad")
+def one_valid_token(ex):
+    """a single valid token among ignored ones: the mean divides by exactly 1"""
+    logits = random_logits((4,), 9, torch.float64)
+    targets = torch.tensor([-100, 5, -100, -100])
+    expect_close(
+        ex.cross_entropy_grad(logits, targets),
+        autograd_grad(logits, targets),
+        input=describe(logits=logits, targets=targets) + " (one valid token)",
+        what="grad",
+        hint="divide by the number of valid tokens, at least 1: valid.sum().clamp(min=1)",
     )
 
 

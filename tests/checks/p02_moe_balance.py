@@ -135,6 +135,22 @@ def gradient_flows_only_through_P(ex):
         )
 
 
+@checks("load_balancing_loss")
+def low_precision_logits_give_a_float32_loss(ex):
+    """bf16 and fp16 router logits: softmax and loss in float32, a 0-dim float32 result (the docstring's dtype)"""
+    for dtype in (torch.bfloat16, torch.float16):
+        logits = skewed_logits(33, 8, dtype)
+        label = describe(router_logits=logits) + ", top_k=2"
+        got = ex.load_balancing_loss(logits.clone(), 2)
+        expect_tensor(got, shape=(), dtype=torch.float32, input=label, hint="compute in promote_types(dtype, float32)")
+        expect_close(
+            got,
+            spec_balance_loss(logits, 2),
+            input=label,
+            hint="upcast the logits to float32 before the softmax: P in bf16 is rounded to 3 significant digits",
+        )
+
+
 # ------------------------------------------------------------------------------------------ router_z_loss
 
 

@@ -329,3 +329,31 @@ def low_precision_inputs(ex):
             dtype=dtype,
             hint="accumulate grad_weight in float32 and cast once at the end",
         )
+
+
+@checks("rms_norm_backward")
+def tiny_activations_and_half_precision_weights(ex):
+    """tiny activations (eps inside the square root matters) and fp16/bf16 weights: grad_weight in weight's dtype"""
+    x = torch.randn(5, 24, dtype=torch.float64) * 1e-3
+    weight = 1 + 0.5 * torch.randn(24, dtype=torch.float64)
+    grad_out = torch.randn(5, 24, dtype=torch.float64)
+    for eps in (1e-2, 1e-5):
+        grad_x, grad_weight = ex.rms_norm_backward(x, weight, grad_out, eps=eps)
+        want_x, want_w = autograd_reference(x, weight, grad_out, eps)
+        label = describe(x=x, eps=eps) + ", |x| ~ 1e-3"
+        hint = "r = rsqrt(mean(x**2) + eps) with the eps argument: for tiny x the eps dominates"
+        expect_close(grad_x, want_x, input=label, what="grad_x", hint=hint)
+        expect_close(grad_weight, want_w, input=label, what="grad_weight", hint=hint)
+    for dtype in (torch.float16, torch.bfloat16):
+        x, weight = random_case((4, 16), dtype)
+        grad_x, grad_weight = ex.rms_norm_backward(x, weight, torch.randn(4, 16).to(dtype), eps=1e-6)
+        label = describe(x=x, weight=weight)
+        expect_tensor(grad_x, shape=x.shape, dtype=dtype, input=label, what="grad_x")
+        expect_tensor(
+            grad_weight,
+            shape=weight.shape,
+            dtype=dtype,
+            input=label,
+            what="grad_weight",
+            hint="cast grad_weight back to weight's dtype at the end",
+        )

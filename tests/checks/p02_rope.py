@@ -12,6 +12,7 @@ from llm_algo.checking import Checks, describe, expect, expect_close, expect_ten
 checks = Checks("p02.rope")
 
 LOW_PRECISION = (torch.float16, torch.bfloat16)
+HINT_ROUND_ONCE = "compute_dtype = torch.promote_types(x.dtype, torch.float32): rotate in float32, cast back at the end"
 
 
 # ------------------------------------------------------------------------------------------ references
@@ -175,6 +176,23 @@ def low_precision_inputs(fn, reference, hint: str) -> None:
             got,
             reference(x.double(), position_ids, base),
             baseline=reference(x, position_ids, base),
+            input=label,
+            hint=hint,
+        )
+
+
+def rounded_once(fn, reference, hint: str) -> None:
+    """fp16/bf16 x with float32 tables, no baseline: computed in float32 and rounded once at the end, the result
+    is within the dtype's own tolerance of the float64 value (rotating in fp16 rounds every product and sum)."""
+    base = 1e4
+    cos, sin = hf_tables(4200, 64, base)
+    position_ids = torch.arange(9)[None] + torch.tensor([[0], [4096]])
+    for dtype in LOW_PRECISION:
+        x = (torch.randn(2, 3, 9, 64, dtype=torch.float64) * 3).to(dtype)
+        label = describe(x=x, cos=cos) + ", positions 0..8 and 4096..4104, compared without a low-precision baseline"
+        expect_close(
+            call_untouched(fn, x, cos, sin, position_ids),
+            reference(x.double(), position_ids, base),
             input=label,
             hint=hint,
         )
@@ -371,6 +389,12 @@ def inputs_left_untouched(ex):
     )
 
 
+@checks("apply_rope_rotate_half")
+def half_precision_rounded_once(ex):
+    """fp16 and bf16 queries: rotated in float32 and rounded to the input dtype once, at the end"""
+    rounded_once(ex.apply_rope_rotate_half, hf_rope, HINT_ROUND_ONCE)
+
+
 # ------------------------------------------------------------------------------------------ interleaved
 
 
@@ -447,3 +471,9 @@ def half_precision_inputs_interleaved(ex):
         hf_rope_on_permuted,
         "upcast x and the gathered cos/sin to float32, rotate, cast back once at the end",
     )
+
+
+@checks("apply_rope_interleaved")
+def half_precision_rounded_once_interleaved(ex):
+    """fp16 and bf16 queries: rotated in float32 and rounded to the input dtype once, at the end"""
+    rounded_once(ex.apply_rope_interleaved, hf_rope_on_permuted, HINT_ROUND_ONCE)

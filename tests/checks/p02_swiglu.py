@@ -167,6 +167,7 @@ def default_arguments_and_int(ex):
 def rounds_up_only_when_needed(ex):
     """matches a search for the smallest multiple at or above 8/3 * d, including values already on a multiple"""
     cases = [(96, 256, None), (192, 128, None), (48, 64, None), (100, 7, None), (4096, 1024, 1.3), (768, 64, 1.5)]
+    cases += [(3, 7, None), (6, 1, None)]  # 8 is one above a multiple of 7; every size is a multiple of 1
     cases += [(int(torch.randint(8, 2048, ())), int(m), None) for m in torch.randint(1, 300, (20,))]
     for dim, multiple_of, multiplier in cases:
         got = ex.swiglu_hidden_dim(dim, multiple_of=multiple_of, ffn_dim_multiplier=multiplier)

@@ -216,6 +216,32 @@ def kv_cache_decoding_equals_full_pass(ex):
         )
 
 
+@checks("TinyLlama")
+def default_positions_agree_with_explicit_ones(ex):
+    """prefill with default positions, then decode with explicit position_ids (as a caller such as generate passes
+    them): the same logits as one full pass, so the default is exactly mask.cumsum(-1) - 1"""
+    config = tiny_llama_config()
+    mine, reference = loaded_pair(ex, config)
+    input_ids, mask, positions = random_batch(config)
+    caches, steps = [ex.KVCache() for _ in range(config.num_hidden_layers)], []
+    with torch.no_grad():
+        steps.append(mine(input_ids[:, :5], attention_mask=mask[:, :5], caches=caches))
+        for start in range(5, SEQ_LEN):
+            step = slice(start, start + 1)
+            steps.append(mine(input_ids[:, step], mask[:, : start + 1], positions[:, step], caches=caches))
+    expect_logits_match(
+        torch.cat(steps, dim=1),
+        reference,
+        input_ids,
+        mask,
+        positions,
+        f"float32, left-padded lengths {LENGTHS}: prefill 5 tokens with default positions, then 3 single tokens "
+        "with explicit position_ids = mask.cumsum(-1) - 1",
+        "RoPE only sees position differences, so an offset in the default positions shows up only next to explicit "
+        "ones: the default is (mask.cumsum(-1) - 1).clamp_min(0), the first real token at 0",
+    )
+
+
 # ------------------------------------------------------------------------------------------ conversion
 
 

@@ -9,7 +9,7 @@ import torch
 from llm_algo.bench import BenchRow, baseline_rows, flops_row
 from llm_algo.checking import Checks, describe, expect, expect_close, expect_tensor
 from llm_algo.device import policy, triton_device, triton_dtypes
-from llm_algo.kernel_checks import expect_guard_untouched, guarded, random_window
+from llm_algo.kernel_checks import expect_guard_untouched, expect_refused, guarded, random_window
 from llm_algo.restrictions import MATMUL
 
 checks = Checks("p03.autotune", triton=True)
@@ -116,6 +116,25 @@ def never_returns_nothing(ex):
         got=str(show(got)),
         hint="return [min(configs, key=shared memory)] when nothing survives",
     )
+
+
+@checks("prune_configs")
+def boundaries_of_both_rules(ex):
+    """a 16-wide tile on a 1-wide problem is kept (the floor is 16); a config that needs exactly the limit is kept"""
+    exact = config(64, 64, 32, 2)
+    limit = ex.shared_memory_bytes(exact, 2)
+    space = [config(16, 16, 32, 2), config(32, 16, 32, 2), config(16, 32, 32, 2), exact]
+    for M, N, smem_limit in ((1, 1, 227 * 1024), (1, 1000, 227 * 1024), (1000, 1, 227 * 1024), (64, 64, limit)):
+        got = ex.prune_configs(list(space), named(M, N, torch.float16), smem_limit=smem_limit)
+        want = [c for c in space if spec_keep(c, 2, M, N, smem_limit)]
+        expect(
+            show(got) == show(want),
+            "the kept configs differ from the rule at its boundaries",
+            input=f"M={M}, N={N}, fp16, smem_limit={smem_limit}",
+            expected=str(show(want)),
+            got=str(show(got)),
+            hint="BLOCK <= max(16, next_power_of_2(size)) for M and for N, and shared memory <= the limit (not <)",
+        )
 
 
 # ------------------------------------------------------------------------------------------------ measure
@@ -297,6 +316,44 @@ def kernel_adds_into_its_output(ex):
                 hint="add every slice's partial tile with tl.atomic_add (tl.store keeps only the last one); "
                 "slices of cdiv(cdiv(K, BLOCK_K), SPLIT_K) steps",
             )
+
+
+@checks("split_k")
+def kernel_reads_only_k_and_any_strides(ex):
+    """a = t.T and b = w.T (the F.linear layout) with NaN right after column / row K-1, c column-major: only k < K is
+    read, and every stride is used"""
+    M, N, K = 21, 19, 70
+    a_store, a_window = guarded((K, M), (3, 2), device=triton_device())  # NaN beyond: a read past K shows
+    b_store, b_window = guarded((N, K), (4, 3), device=triton_device())
+    a_window.copy_(torch.randn(K, M))
+    b_window.copy_(torch.randn(N, K))
+    a, b = a_window.T, b_window.T  # (M, K) with strides (1, 23), (K, N) with strides (1, 73)
+    buffer, c_window = guarded((N, M), (2, 5), device=triton_device())
+    c = c_window.T  # (M, N), column-major
+    c.zero_()
+    launch(ex, a, b, c, 16, 3)
+    label = f"a (21, 70) strides {a.stride()}, b (70, 19) strides {b.stride()}, c column-major {c.stride()}, NaN past K"
+    expect_guard_untouched(buffer, (N, M), input=label, hint="address c with both of its strides")
+    expect_close(
+        c,
+        oracle(a, b),
+        input=label,
+        hint="mask k < K on both loads (other=0.0) and address a, b, c with all six strides, advancing by "
+        "BLOCK_K * stride_ak and BLOCK_K * stride_bk",
+    )
+
+
+@checks("split_k")
+def split_k_matmul_refuses_mismatched_shapes(ex):
+    """(4, 5) @ (6, 3) raises instead of multiplying the first 5 rows of b"""
+    tuner = ex.make_split_k_tuner(small_configs(), do_bench=fake_do_bench())
+    expect_refused(
+        lambda: ex.split_k_matmul(
+            torch.randn(4, 5, device=triton_device()), torch.randn(6, 3, device=triton_device()), tuner
+        ),
+        input="a (4, 5), b (6, 3)",
+        hint="check a.shape[1] == b.shape[0] (and one dtype and device) before launching",
+    )
 
 
 @checks("split_k")

@@ -191,7 +191,10 @@ def rejects_inputs_it_cannot_handle(ex):
     targets = torch.tensor([1, 2, 3, 4], device=device)
     cases = [
         ("logits (10,)", lambda: ex.cross_entropy_fwd_bwd(torch.randn(10, device=device), targets[:1])),
-        ("logits = t.T (column stride != 1)", lambda: ex.cross_entropy_fwd_bwd(logits.clone().T, targets)),
+        (  # (4, 10) with strides (1, 4): the targets fit, so only the stride check can refuse it
+            "logits (4, 10) = t.T (column stride 4)",
+            lambda: ex.cross_entropy_fwd_bwd(torch.randn(10, 4, device=device).T, targets),
+        ),
         ("targets int32", lambda: ex.cross_entropy_fwd_bwd(logits.clone(), targets.int())),
         ("targets (3,) for 4 rows", lambda: ex.cross_entropy_fwd_bwd(logits.clone(), targets[:3])),
         (

@@ -130,6 +130,18 @@ def row_max_refuses_bad_input(ex):
     )
 
 
+@checks("row_max")
+def one_column_blocks(ex):
+    """block_n = 1 is a power of two (2**0) and works; block_n = 0 is refused"""
+    x = torch.randn(3, 5, device=triton_device())
+    expect_exact(ex.row_max(x, block_n=1), x.amax(dim=1), input="x (3, 5), block_n=1", hint=ROW_MAX_HINT)
+    expect_refused(
+        lambda: ex.row_max(x, block_n=0),
+        input="block_n=0",
+        hint="a power of two is > 0 with one bit set: block_n > 0 and block_n & (block_n - 1) == 0",
+    )
+
+
 # ----------------------------------------------------------------------------------------- histogram
 
 HIST_GUARD = -7777
@@ -309,6 +321,35 @@ def refuses_ids_outside_the_table(ex):
             lambda ids=ids: ex.embedding(ids, table),
             input=f"table (6, 5), ids {bad}",
             hint="check 0 <= ids.min() and ids.max() < V on the host and raise IndexError",
+        )
+
+
+@checks("embedding")
+def kernel_masks_the_last_column_block(ex):
+    """embedding_kernel with a table whose next column holds random numbers and a NaN-guarded output: column D is
+    neither read into nor written past the output"""
+    V, D, n, block = 7, 37, 5, 16
+    table = torch.randn(V, D + 11, device=triton_device())[:, :D]  # column D exists and is not NaN
+    ids = torch.tensor([6, 0, 3, 3, 1], device=triton_device())
+    out_buffer, out = guarded((n, D), (1, 6), device=triton_device())
+    launch_embedding_kernel(ex, ids, table, out, block)
+    label = f"table (7, 37) a column slice with strides {table.stride()}, out (5, 37) with NaN guards, BLOCK_D=16"
+    expect_guard_untouched(out_buffer, (n, D), input=label, hint="mask = cols < D, on the load and the store")
+    expect_exact(out, table[ids], input=label, hint=EMBED_HINT)
+
+
+@checks("embedding")
+def refuses_ids_that_are_not_a_1d_integer_tensor(ex):
+    """float ids and a 2-D batch of ids raise with a message before launching"""
+    table = torch.randn(6, 5, device=triton_device())
+    for label, ids in (
+        ("ids float32 [0., 2., 5.]", torch.tensor([0.0, 2.0, 5.0], device=triton_device())),
+        ("ids (2, 2)", torch.tensor([[0, 1], [2, 3]], device=triton_device())),
+    ):
+        expect_refused(
+            lambda ids=ids: ex.embedding(ids, table),
+            input=label,
+            hint="accept 1-D int32/int64 ids only (ids.dim() == 1, ids.dtype in (torch.int32, torch.int64))",
         )
 
 

@@ -236,8 +236,21 @@ def large_scores_and_explicit_scale(ex):
 
 
 @checks("flash_attention_fwd")
+def smallest_head_dim_and_separate_kv_strides(ex):
+    """d = 16 (the smallest supported); k and v with different sequence strides (v's rows overlap: stride 8 < d = 16),
+    so each is read with its own stride"""
+    q, k, v = random_qkv(1, 2, 1, 50, 50, 16, torch.float16)  # 3 full key blocks of 16, then a partial one
+    expect_attention(ex, q, k, v, False, describe(q=q, k=k) + ", d = 16", block_m=16, block_n=16)
+    v = torch.randn(50 * 16, device=triton_device()).half().as_strided((1, 1, 50, 16), (800, 800, 8, 1))
+    for causal in (False, True):
+        label = describe(q=q, k=k) + f", k strides {k.stride()}, v strides {v.stride()}, causal={causal}"
+        expect_attention(ex, q, k, v, causal, label, block_m=16, block_n=16)
+
+
+@checks("flash_attention_fwd")
 def refuses_inputs_it_cannot_handle(ex):
-    """float32 inputs, 5 heads on 2 KV heads, causal with S_q != S_k, d = 80, a non-contiguous head dim raise"""
+    """float32 inputs, 5 heads on 2 KV heads, causal with S_q != S_k, d = 80, v longer than k, a non-contiguous head
+    dim raise"""
     device = triton_device()
     q, k, v = random_qkv(1, 4, 2, 16, 16, 64, torch.float16)
     bad = [
@@ -245,6 +258,7 @@ def refuses_inputs_it_cannot_handle(ex):
         ("5 query heads, 2 KV heads", (torch.randn(1, 5, 16, 64, device=device).half(), k, v), False),
         ("causal with S_q 16, S_k 24", (q, *random_qkv(1, 4, 2, 16, 24, 64, torch.float16)[1:]), True),
         ("head_dim 80", random_qkv(1, 4, 2, 16, 16, 80, torch.float16), False),
+        ("v with 8 more keys than k", (q, k, random_qkv(1, 4, 2, 16, 24, 64, torch.float16)[2]), False),
         ("q with a strided head dim", (torch.randn(1, 4, 16, 128, device=device).half()[..., ::2], k, v), False),
     ]
     for label, (bq, bk, bv), causal in bad:

@@ -263,6 +263,22 @@ def rejects_inputs_it_cannot_handle(ex):
         )
 
 
+def rows_with_stride(n_rows, n_cols, row_stride):
+    """(n_rows, n_cols) with unit column stride and the given row stride (0 = one row repeated, < n_cols = rows that
+    overlap), over a buffer of n_rows * n_cols elements: read with another tensor's row stride, it stays in memory
+    the check owns."""
+    base = torch.randn(n_rows * n_cols, device=triton_device())
+    return base.as_strided((n_rows, n_cols), (row_stride, 1))
+
+
+@checks("swiglu")
+def each_input_through_its_own_row_stride(ex):
+    """gate one row repeated (row stride 0) and up with overlapping rows (row stride 64): each read with its own stride"""
+    gate, up = rows_with_stride(5, 100, 0), rows_with_stride(5, 100, 64)
+    label = f"(5, 100): gate strides {gate.stride()}, up strides {up.stride()}"
+    expect_close(ex.swiglu(gate, up, block_size=64), swiglu_oracle(gate, up), input=label, hint=HINT_STRIDES)
+
+
 # --------------------------------------------------------------------------------------- swiglu_backward
 
 
@@ -361,6 +377,30 @@ def autograd_function_through_a_fused_projection(ex):
             what="h.grad",
             hint="backward returns (d_gate, d_up) in the order of forward's inputs; save gate and up in forward",
         )
+
+
+@checks("swiglu_backward")
+def strided_inputs_and_refused_ones(ex):
+    """gate, up and d_out with row strides 0, 100 and 64 (each read with its own); a transposed gate and a dtype mix
+    are refused; SwiGLU.backward gets a transposed upstream gradient and makes it contiguous"""
+    gate, up, d_out = rows_with_stride(5, 100, 0), rows_with_stride(5, 100, 100), rows_with_stride(5, 100, 64)
+    label = f"(5, 100): row strides gate {gate.stride(0)}, up {up.stride(0)}, d_out {d_out.stride(0)}"
+    expect_gradients(ex.swiglu_backward(d_out, gate, up, block_size=64), d_out, gate, up, label, hint=HINT_STRIDES)
+    a = torch.randn(8, 8, device=triton_device())
+    for label, call in (
+        ("gate = t.T (column stride 8)", lambda: ex.swiglu_backward(a.clone(), a.T, a.clone())),
+        ("d_out float16, gate and up float32", lambda: ex.swiglu_backward(a.half(), a.clone(), a.clone())),
+    ):
+        expect_refused(call, input=label, hint="check 2-D, one shape and dtype, and stride(1) == 1 for all three")
+    gate = random_matrix((6, 9), torch.float32).requires_grad_()
+    up = random_matrix((6, 9), torch.float32, 1.0).requires_grad_()
+    weight = random_matrix((9, 6), torch.float32, 1.0)
+    (ex.SwiGLU.apply(gate, up).T * weight).sum().backward()  # d_out = weight.T: column stride 6
+    want_gate, want_up = swiglu_autograd(weight.T, gate, up)
+    label = "loss = (SwiGLU.apply(gate, up).T * w).sum(): the upstream gradient w.T has column stride 6"
+    hint = "the kernel needs a unit column stride: pass d_out.contiguous() to swiglu_backward"
+    expect_close(gate.grad, want_gate, input=label, what="gate.grad", hint=hint)
+    expect_close(up.grad, want_up, input=label, what="up.grad", hint=hint)
 
 
 # ------------------------------------------------------------------------------------------------ bias_gelu

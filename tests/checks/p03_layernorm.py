@@ -263,7 +263,10 @@ def rejects_inputs_it_cannot_handle(ex):
     too_long = ex.MAX_FUSED_COLS + 1
     for label, call in (
         ("x (8,)", lambda: ex.layer_norm_forward(torch.randn(8, device=dev), w, b)),
-        ("x = t.T, column stride != 1", lambda: ex.layer_norm_forward(torch.randn(8, 4, device=dev).T, w[:4], b[:4])),
+        (  # (4, 8) with strides (1, 4): weight and bias fit, so only the stride check can refuse it
+            "x (4, 8) = t.T, column stride 4",
+            lambda: ex.layer_norm_forward(torch.randn(8, 4, device=dev).T, w, b),
+        ),
         (
             f"x (1, {too_long})",
             lambda: ex.layer_norm_forward(
@@ -277,6 +280,27 @@ def rejects_inputs_it_cannot_handle(ex):
         expect_refused(
             call, input=label, hint="check the dimensions, the column stride, the width and weight/bias shapes"
         )
+
+
+def rows_with_stride(n_rows, n_cols, row_stride, offset=0.5):
+    """(n_rows, n_cols) with unit column stride and the given row stride (0 = one row repeated, < n_cols = rows that
+    overlap), over a buffer of n_rows * n_cols elements: read with another tensor's row stride, it stays in memory
+    the check owns."""
+    base = torch.randn(n_rows * n_cols, device=triton_device()) * 2 + offset
+    return base.as_strided((n_rows, n_cols), (row_stride, 1))
+
+
+@checks("layer_norm_forward")
+def strided_rows_and_the_longest_row(ex):
+    """x one row repeated (row stride 0) is read through its own stride; a row of exactly MAX_FUSED_COLS fits"""
+    _, w, b = random_case(1, 130, torch.float32)
+    x = rows_with_stride(4, 130, 0)
+    y, _, _ = ex.layer_norm_forward(x, w, b)
+    label = f"x (4, 130) one row repeated, strides {x.stride()}"
+    expect_close(y, oracle_forward(x, w, b), input=label, hint="x_row_stride for x, y_row_stride for y")
+    x, w, b = random_case(1, ex.MAX_FUSED_COLS, torch.float32)
+    y, _, _ = ex.layer_norm_forward(x, w, b)
+    expect_close(y, oracle_forward(x, w, b), input=describe(x=x) + " (n_cols == MAX_FUSED_COLS)", hint=HINT_FWD)
 
 
 # ------------------------------------------------------------------------------------------ layer_norm_backward
@@ -388,6 +412,83 @@ def many_rows_per_program(ex):
             dw, want_dw, input=label, what="dw", dtype=torch.float32, hint="dw_acc += dy * x_hat inside the row loop"
         )
         expect_close(db, want_db, input=label, what="db", dtype=torch.float32, hint="sum the P partial rows in stage 2")
+
+
+@checks("layer_norm_backward")
+def strided_rows_refusals_and_the_longest_row(ex):
+    """x (row stride 0), grad_y (row stride 64) and dx each through their own stride; a transposed grad_y and a
+    strided weight are refused; a row of exactly MAX_FUSED_COLS fits"""
+    x, dy = rows_with_stride(5, 130, 0), rows_with_stride(5, 130, 64, offset=0.0)
+    _, w, b = random_case(1, 130, torch.float32)
+    mean, rstd = forward_stats(x)
+    dx, dw, db = ex.layer_norm_backward(dy, x, w, mean, rstd, num_programs=2)
+    label = f"(5, 130): x strides {x.stride()}, grad_y strides {dy.stride()}, 2 programs"
+    for name, got, want in zip(("dx", "dw", "db"), (dx, dw, db), oracle_backward(x, w, b, dy), strict=True):
+        expect_close(got, want, input=label, what=name, dtype=torch.float32, hint="use each tensor's own row stride")
+    x, w, b = random_case(4, 8, torch.float32)
+    mean, rstd = forward_stats(x)
+    dev = triton_device()
+    for label, call in (
+        (
+            "grad_y (4, 8) = t.T, column stride 4",
+            lambda: ex.layer_norm_backward(torch.randn(8, 4, device=dev).T, x, w, mean, rstd),
+        ),
+        (
+            "weight = w2[::2], not contiguous",
+            lambda: ex.layer_norm_backward(
+                torch.randn(4, 8, device=dev), x, torch.randn(16, device=dev)[::2], mean, rstd
+            ),
+        ),
+    ):
+        expect_refused(call, input=label, hint="check equal shapes, unit column strides and a contiguous (N,) weight")
+    x, w, b = random_case(1, ex.MAX_FUSED_COLS, torch.float32)
+    dy = torch.randn(1, ex.MAX_FUSED_COLS, device=dev)
+    mean, rstd = forward_stats(x)
+    dx, _, _ = ex.layer_norm_backward(dy, x, w, mean, rstd)
+    expect_close(
+        dx,
+        oracle_backward(x, w, b, dy)[0],
+        input=describe(x=x) + " (n_cols == MAX_FUSED_COLS)",
+        what="dx",
+        dtype=torch.float32,
+        hint="refuse n_cols > MAX_FUSED_COLS only",
+    )
+
+
+@checks("layer_norm_backward")
+def stage_two_masks_its_last_column_block(ex):
+    """layer_norm_dwdb_kernel over random (3, 100) partials followed by random numbers, into NaN-guarded dw and db:
+    column 100 is neither summed into nor stored"""
+    n_cols, programs = 100, 3
+    dev = triton_device()
+    partials = torch.randn(2, programs * n_cols + 64, device=dev)  # random past the end: a stray read is not NaN
+    dw_partial, db_partial = partials[0], partials[1]
+    dw_buffer, dw = guarded((n_cols,), (30,), device=dev)
+    db_buffer, db = guarded((n_cols,), (30,), device=dev)
+    ex.layer_norm_dwdb_kernel[(2,)](dw, db, dw_partial, db_partial, programs, n_cols, BLOCK_P=2, BLOCK_N=64)
+    label = "stage 2: 3 random partial rows of 100 columns, BLOCK_P=2, BLOCK_N=64, grid (2,)"
+    for name, buffer, got, flat in (("dw", dw_buffer, dw, dw_partial), ("db", db_buffer, db, db_partial)):
+        expect_guard_untouched(buffer, (n_cols,), input=f"{label} ({name})", hint="col_mask = cols < n_cols")
+        want = flat[: programs * n_cols].double().cpu().reshape(programs, n_cols).sum(dim=0)
+        expect_close(got, want, input=label, what=name, dtype=torch.float32, hint="sum the partial rows < n_partials")
+
+
+@checks("layer_norm")
+def transposed_two_dimensional_input(ex):
+    """x = t.T (2-D, column stride 7): the rows are made contiguous before the kernels see them"""
+    t = torch.randn(24, 7, device=triton_device()).requires_grad_(True)
+    x = t.T  # (7, 24), strides (1, 7)
+    _, w, b = random_case(1, 24, torch.float32)
+    w.requires_grad_(True)
+    b.requires_grad_(True)
+    y = ex.layer_norm(x, w, b, EPS)
+    label = f"x (7, 24) = t.T with strides {x.stride()}"
+    expect_close(y, oracle_forward(x, w, b), input=label, hint="rows = x.reshape(-1, N).contiguous()")
+    dy = torch.randn(7, 24, device=triton_device())
+    y.backward(dy)
+    want_dx, want_dw, _ = oracle_backward(x, w, b, dy)
+    expect_close(t.grad, want_dx.T, input=label, what="t.grad", dtype=torch.float32, hint=HINT_BWD)
+    expect_close(w.grad, want_dw, input=label, what="weight.grad", dtype=torch.float32, hint=HINT_BWD)
 
 
 # ------------------------------------------------------------------------------------------ layer_norm

@@ -71,10 +71,11 @@ def tile_map_kernel():
     return kernel
 
 
-def tile_map(ex, num_pid_m: int, num_pid_n: int, group_m: int) -> list[tuple[int, int]]:
+def tile_map(ex, num_pid_m: int, num_pid_n: int, group_m: int, dtype=torch.int32) -> list[tuple[int, int]]:
+    """(pid_m, pid_n) of every program id, stored into `dtype` buffers (int32 truncates a fractional tile index)."""
     num_pids = num_pid_m * num_pid_n
-    out_m = torch.full((num_pids,), -1, dtype=torch.int32, device=triton_device())
-    out_n = torch.full((num_pids,), -1, dtype=torch.int32, device=triton_device())
+    out_m = torch.full((num_pids,), -1, dtype=dtype, device=triton_device())
+    out_n = torch.full((num_pids,), -1, dtype=dtype, device=triton_device())
     block = 1 << (num_pids - 1).bit_length()
     tile_map_kernel()[(1,)](out_m, out_n, num_pids, num_pid_m, num_pid_n, group_m, block, ex.grouped_tile)
     return list(zip(out_m.tolist(), out_n.tolist(), strict=True))
@@ -129,6 +130,23 @@ def degenerate_groups(ex):
         expect_order(ex, num_pid_m, num_pid_n, group_m, hint="check the formula at the extremes of GROUP_M")
 
 
+@checks("grouped_tile")
+def tile_indices_are_whole_numbers(ex):
+    """stored into float32 buffers, pid_m and pid_n are whole numbers: integer division (//), not /"""
+    for num_pid_m, num_pid_n, group_m in ((5, 3, 2), (4, 3, 3)):
+        got = tile_map(ex, num_pid_m, num_pid_n, group_m, dtype=torch.float32)
+        want = spec_order(num_pid_m, num_pid_n, group_m)
+        bad = [pid for pid, (g, w) in enumerate(zip(got, want, strict=True)) if g != w]
+        expect(
+            not bad,
+            f"{len(bad)} of {len(want)} program ids map to a wrong or fractional tile",
+            input=f"num_pid_m={num_pid_m}, num_pid_n={num_pid_n}, GROUP_M={group_m}, results stored as float32",
+            expected=f"pid {bad[0]} -> {want[bad[0]]}" if bad else "",
+            got=f"pid {bad[0]} -> {got[bad[0]]}" if bad else "",
+            hint="tile indices use integer division: pid_in_group // group_size_m (/ on integers gives a float)",
+        )
+
+
 # ------------------------------------------------------------------------------------------------ matmul
 
 
@@ -178,6 +196,24 @@ def kernel_stays_inside_its_output(ex):
     )
     expect_guard_untouched(buffer, (M, N), input=label, hint="mask the store on both edges: rows < M and cols < N")
     expect_close(c, oracle(a, b), input=label, hint=HINT_K_MASK)
+
+
+@checks("matmul")
+def kernel_writes_a_column_major_output(ex):
+    """matmul_kernel with c a transposed window (strides (1, 40)): the store uses stride_cm and stride_cn"""
+    M, N, K = 37, 29, 70
+    a = random_window((M, K), (5, 26), device=triton_device())
+    b = random_window((K, N), (26, 7), device=triton_device())
+    buffer, window = guarded((N, M), (9, 3), device=triton_device())
+    c = window.T  # (37, 29), column-major
+    grid = (-(-M // 16) * -(-N // 16),)
+    ex.matmul_kernel[grid](
+        a, b, c, M, N, K, *a.stride(), *b.stride(), *c.stride(),
+        BLOCK_M=16, BLOCK_N=16, BLOCK_K=32, GROUP_M=2, INPUT_PRECISION="ieee",
+    )  # fmt: skip
+    label = f"c (37, 29) a transposed window with strides {c.stride()}, 16x16x32 tiles"
+    expect_guard_untouched(buffer, (N, M), input=label, hint="address c with both of its strides")
+    expect_close(c, oracle(a, b), input=label, hint="c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn")
 
 
 @checks("matmul")

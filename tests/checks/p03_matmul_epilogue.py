@@ -237,6 +237,30 @@ def residual_and_strided_operands(ex):
 
 
 @checks("linear_act")
+def strided_weight_and_column_major_output(ex):
+    """a weight whose rows are not contiguous (weight = t.T, stride (1, N)) through linear_act, and the kernel
+    storing into a column-major output window"""
+    M, N, K = 21, 19, 70
+    device = triton_device()
+    x = torch.randn(M, K, device=device)
+    weight = (torch.randn(K, N, device=device) / K**0.5).T  # (N, K) with strides (1, N)
+    bias = torch.randn(N, device=device)
+    label = describe(x=x, weight=weight) + f", weight = t.T with strides {weight.stride()}, relu"
+    expect_linear_act(ex, x, weight, bias, "relu", None, label, hint="advance w by BLOCK_K * stride_wk, not BLOCK_K")
+    buffer, window = guarded((N, M), (3, 4), device=device)
+    out = window.T  # (M, N), strides (1, 25)
+    ex.linear_act_kernel[(-(-M // 16) * -(-N // 16),)](
+        x, weight, bias, out, out, M, N, K,
+        x.stride(0), x.stride(1), weight.stride(1), weight.stride(0),
+        out.stride(0), out.stride(1), out.stride(0), out.stride(1),
+        HAS_BIAS=True, HAS_RESIDUAL=False, ACTIVATION="relu", BLOCK_M=16, BLOCK_N=16, BLOCK_K=32, GROUP_M=2,
+    )  # fmt: skip
+    label = f"linear_act_kernel with out a column-major window, strides {out.stride()}, relu, 16x16x32 tiles"
+    expect_guard_untouched(buffer, (N, M), input=label, hint="address out with both of its strides")
+    expect_close(out, oracle(x, weight, bias, "relu", None), input=label, hint="out_ptr + ... + offs_n * stride_on")
+
+
+@checks("linear_act")
 def rejects_mismatched_operands(ex):
     """wrong weight width, bias length, residual shape, dtype mix or activation name raise with a message"""
     device = triton_device()
@@ -249,6 +273,7 @@ def rejects_mismatched_operands(ex):
             lambda: ex.linear_act(x, weight, None, "relu", torch.randn(3, 4, device=device)),
         ),
         ("weight float16, x float32", lambda: ex.linear_act(x, weight.half())),
+        ("bias float16, x float32", lambda: ex.linear_act(x, weight, torch.randn(3, device=device).half())),
         ("activation 'tanh'", lambda: ex.linear_act(x, weight, None, "tanh")),
     ):
         expect_refused(call, input=label, hint="check shapes, dtypes and the activation name before launching")

@@ -156,6 +156,31 @@ def rejects_inputs_it_cannot_handle(ex):
         expect_refused(call, input=label, hint="check x.dim() == 2, x.stride(1) == 1 and weight.shape first")
 
 
+def expanded_row(n_rows, n_cols):
+    """One row of activations expanded to n_rows (stride 0), at the start of a buffer of n_rows * n_cols elements:
+    a row read with another tensor's stride stays in memory the check owns."""
+    return (torch.randn(n_rows * n_cols, device=triton_device()) + 0.3)[:n_cols].expand(n_rows, n_cols)
+
+
+@checks("rmsnorm_forward")
+def strided_rows_and_row_length_limits(ex):
+    """rows read through x.stride(0) (an expanded row, stride 0); MAX_FUSED_COLS columns fit, one more is refused"""
+    x = expanded_row(4, 130)
+    weight = 1 + 0.5 * torch.randn(130, device=triton_device())
+    y, _ = ex.rmsnorm_forward(x, weight)
+    label = f"x = one row expanded to (4, 130), x.stride() = {x.stride()}"
+    expect_close(y, forward_oracle(x, weight, 1e-6), input=label, hint="x_ptr + row * x_row_stride, y with y's stride")
+    n_cols = ex.MAX_FUSED_COLS
+    x, weight = random_rows((1, n_cols), torch.float32)
+    y, _ = ex.rmsnorm_forward(x, weight)
+    expect_close(y, forward_oracle(x, weight, 1e-6), input=describe(x=x) + " (n_cols == MAX_FUSED_COLS)")
+    expect_refused(
+        lambda: ex.rmsnorm_forward(torch.randn(1, n_cols + 1, device=triton_device()), torch.ones(n_cols + 1)),
+        input=f"x (1, {n_cols + 1}): one column more than MAX_FUSED_COLS",
+        hint="refuse n_cols > MAX_FUSED_COLS (and only that: a row of exactly MAX_FUSED_COLS fits)",
+    )
+
+
 # --------------------------------------------------------------------------------------- rmsnorm_backward
 
 
@@ -224,6 +249,26 @@ def many_rows_per_program(ex):
     rstd = rstd_oracle(x, 1e-5).float().to(x.device)
     dx, dweight = ex.rmsnorm_backward(dy, x, weight, rstd, num_programs=7)
     expect_gradients(dx, dweight, x, weight, dy, 1e-5, describe(x=x, num_programs=7))
+
+
+@checks("rmsnorm_backward")
+def strided_rows_and_refused_inputs(ex):
+    """x, dy and dx each through their own row stride (x an expanded row, stride 0; dy overlapping rows, stride 64;
+    dx contiguous) on 3 programs; a transposed dy and a float64 rstd are refused"""
+    x = expanded_row(6, 130)
+    dy = torch.randn(6 * 130, device=triton_device()).as_strided((6, 130), (64, 1))  # rows overlap: read-only input
+    weight = 1 + 0.5 * torch.randn(130, device=triton_device())
+    rstd = rstd_oracle(x, 1e-6).float().to(x.device)
+    dx, dweight = ex.rmsnorm_backward(dy, x, weight, rstd, num_programs=3)
+    label = f"(6, 130): x an expanded row, strides {x.stride()}; dy overlapping rows, strides {dy.stride()}; 3 programs"
+    expect_gradients(dx, dweight, x, weight, dy, 1e-6, label, hint_dx="use each tensor's own row stride: " + HINT_DX)
+    x, weight = random_rows((4, 6), torch.float32)
+    rstd = rstd_oracle(x, 1e-6).float().to(x.device)
+    for label, call in (
+        ("dy = t.T (column stride 4)", lambda: ex.rmsnorm_backward(torch.randn(6, 4).T.to(x.device), x, weight, rstd)),
+        ("rstd float64", lambda: ex.rmsnorm_backward(torch.randn(4, 6).to(x.device), x, weight, rstd.double())),
+    ):
+        expect_refused(call, input=label, hint="check unit column strides, shapes and a float32 rstd first")
 
 
 # ------------------------------------------------------------------------------------------------ rms_norm

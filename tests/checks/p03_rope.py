@@ -280,6 +280,31 @@ def gradient_through_a_fused_qkv_projection(ex):
     )
 
 
+@checks("rotary_embedding")
+def gradients_with_a_transposed_upstream_gradient(ex):
+    """upstream gradients whose last dimension is not contiguous (a transposed view): made contiguous first"""
+    q, k, offsets, cos, sin = random_case(2, 3, 4, 2, 8, torch.float32)
+    q, k, out_q, out_k = run_function(ex, q, k, cos, sin, offsets)
+    d_q = torch.randn(2, 3, 8, 4, device=q.device).transpose(2, 3)  # (2, 3, 4, 8), stride 4 along D
+    d_k = torch.randn(2, 3, 8, 2, device=q.device).transpose(2, 3)
+    torch.autograd.backward((out_q, out_k), (d_q, d_k))
+    _, _, want_q, want_k = autograd_reference(q, k, cos, sin, offsets, d_q, d_k)
+    label = describe(q=q, k=k) + f", d_q strides {d_q.stride()}, d_k strides {d_k.stride()}"
+    hint = "the kernel needs a unit stride along D: rotate d_q.contiguous().clone() and d_k.contiguous().clone()"
+    expect_close(q.grad, want_q, input=label, what="q.grad", hint=hint)
+    expect_close(k.grad, want_k, input=label, what="k.grad", hint=hint)
+
+
+@checks("rope")
+def more_kv_heads_than_half_the_head_dim(ex):
+    """D = 4 with 8 query and 8 KV heads: the head blocks come from the head counts, not from D"""
+    q, k, offsets, cos, sin = random_case(2, 3, 8, 8, 4, torch.float32)
+    q_in, k_in = q.clone(), k.clone()
+    q_got, k_got = ex.rope_(q, k, cos.float().to(q.device), sin.float().to(q.device), offsets)
+    label = describe(q=q_in, k=k_in, offsets=offsets.tolist())
+    expect_rotated(q_got, k_got, q_in, k_in, cos, sin, offsets, label, hint="BLOCK_KH = next_power_of_2(H_kv)")
+
+
 # ------------------------------------------------------------------------------------------------ benchmark
 
 

@@ -129,6 +129,47 @@ def rejects_rows_it_cannot_handle(ex):
         )
 
 
+@checks("softmax")
+def strided_rows_and_the_longest_fused_row(ex):
+    """rows read through the input's own row stride (an expanded row, stride 0); a row of exactly MAX_FUSED_COLS
+    columns still fits"""
+    check_strided_rows(ex.softmax)
+    x = torch.randn(1, ex.MAX_FUSED_COLS, device=triton_device())
+    label = describe(x=x) + " (n_cols == MAX_FUSED_COLS)"
+    try:
+        got = ex.softmax(x)
+    except NotImplementedError:
+        raise
+    except Exception as exc:
+        expect(
+            False,
+            "a row of exactly MAX_FUSED_COLS was refused",
+            input=label,
+            expected="its softmax",
+            got=f"{type(exc).__name__}: {exc}",
+            hint="refuse n_cols > MAX_FUSED_COLS, not n_cols >= MAX_FUSED_COLS",
+        )
+    expect_close(got, oracle(x), input=label, hint=HINT_STABLE)
+
+
+def check_strided_rows(fn, **kwargs):
+    """One row expanded to 4 (x.stride(0) == 0, x.stride(1) == 1): read rows through x.stride(0), write them
+    through out.stride(0). The row sits at the start of a larger buffer, so a read with the wrong stride stays in
+    memory the check owns, and a write with the wrong stride stays inside the output."""
+    n_rows, n_cols = 4, 130
+    base = torch.randn(n_rows * n_cols, device=triton_device()) * 3
+    x = base[:n_cols].expand(n_rows, n_cols)
+    label = f"x = one row of {n_cols} logits expanded to {tuple(x.shape)}, x.stride() = {x.stride()}" + (
+        f", {kwargs}" if kwargs else ""
+    )
+    expect_close(
+        fn(x, **kwargs),
+        oracle(x),
+        input=label,
+        hint="pass x.stride(0) for the input rows and out.stride(0) for the output rows",
+    )
+
+
 # ----------------------------------------------------------------------------------- online_softmax_stats
 
 
@@ -239,6 +280,19 @@ def random_rows_many_blocks(ex):
 def large_logits_and_masks_across_blocks(ex):
     """logits up to ~±5000, -inf runs longer than a block, the max in the last block"""
     check_large_and_masked_logits(ex.softmax_long_rows, block_size=64)
+
+
+@checks("softmax_long_rows")
+def strided_rows_and_refused_inputs(ex):
+    """rows read through the input's own row stride (an expanded row, stride 0); a 1-D or transposed input raises"""
+    check_strided_rows(ex.softmax_long_rows, block_size=64)
+    for label, x in (
+        ("x (10,)", torch.randn(10, device=triton_device())),
+        ("x = t.T, column stride != 1", torch.randn(8, 4, device=triton_device()).T),
+    ):
+        expect_refused(
+            lambda x=x: ex.softmax_long_rows(x), input=label, hint="check x.dim() == 2 and x.stride(1) == 1 first"
+        )
 
 
 def _torch_softmax(x):

@@ -80,7 +80,12 @@ def kernel_never_writes_past_the_end(ex):
 
 @checks("vector_add")
 def rejects_mismatched_inputs(ex):
-    """different lengths or dtypes raise an error instead of reading out of bounds"""
+    """different lengths or dtypes, or a strided (non-contiguous) input, raise an error instead of a wrong result"""
+    expect_refused(
+        lambda: ex.vector_add(torch.randn(200, device=triton_device())[::2], torch.randn(100, device=triton_device())),
+        input="x = a (200,) tensor [::2]: 100 elements, stride 2",
+        hint="the kernel reads x_ptr + offsets: refuse non-contiguous inputs (x.is_contiguous())",
+    )
     x = torch.randn(100, device=triton_device())
     expect_refused(
         lambda: ex.vector_add(x, torch.randn(50, device=triton_device())),
@@ -174,6 +179,26 @@ def kernel_respects_both_edges(ex):
     )
     expect_close(
         out, x.double() + y.double(), input=label, hint="use each operand's own strides, the output's included"
+    )
+
+
+@checks("matrix_add")
+def kernel_writes_through_a_transposed_output(ex):
+    """calls add_2d_kernel with a column-major output (out = a window of buffer.T, strides (1, 33)): the store
+    uses stride_om and stride_on"""
+    M, N, block = 20, 30, 16
+    x = random_window((M, N), (12, 10), device=triton_device())
+    y = random_window((M, N), (12, 10), device=triton_device())
+    buffer, window = guarded((N, M), (10, 13), device=triton_device())
+    out = window.T  # (20, 30), strides (1, 33)
+    ex.add_2d_kernel[(2, 2)](x, y, out, M, N, *x.stride(), *y.stride(), *out.stride(), BLOCK_M=block, BLOCK_N=block)
+    label = f"M=20, N=30, 16x16 tiles, out a (20, 30) transposed window with strides {out.stride()}"
+    expect_guard_untouched(buffer, (N, M), input=label, hint="address out with both of its strides")
+    expect_close(
+        out,
+        x.double() + y.double(),
+        input=label,
+        hint="out_ptr + rows[:, None] * stride_om + cols[None, :] * stride_on",
     )
 
 
