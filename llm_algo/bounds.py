@@ -11,6 +11,7 @@ show on purpose what an unmasked load reads) the access goes ahead and the launc
 
 The hook is written against what Triton 3.6 to 3.9 have in `triton/runtime/interpreter.py` (`GridExecutor`,
 `InterpreterBuilder.create_masked_load/store`, `create_atomic_rmw/cas`) and fails loudly when they are missing.
+It also mends one incompatibility of Triton 3.6's interpreter with NumPy 2.4 (see `_index_from_one_element`).
 """
 
 from __future__ import annotations
@@ -358,7 +359,23 @@ def install() -> None:
     for owner, methods in _hooks(interpreter).items():
         for name, method in methods.items():
             setattr(owner, name, method)
+    _index_from_one_element(interpreter)
     _installed.append(version)
+
+
+def _index_from_one_element(interpreter) -> None:
+    """Triton 3.6's interpreter turns a scalar tensor (a 1-element array) into an index with int(array), which
+    NumPy 2.4 refuses ("only 0-dimensional arrays can be converted"): `range(tl.cdiv(K, BLOCK_K))` fails. Patch
+    it as Triton 3.9 does (int of the squeezed array), so the gate checks that GPUs run interpreted work there."""
+    patch_tensor = getattr(interpreter, "_patch_lang_tensor", None)
+    if patch_tensor is None:
+        return
+
+    def _patch_lang_tensor(tensor, scope):
+        patch_tensor(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+
+    interpreter._patch_lang_tensor = _patch_lang_tensor
 
 
 class _InstallOnImport(importlib.abc.MetaPathFinder):
