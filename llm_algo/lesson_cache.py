@@ -4,6 +4,8 @@ verdict on one exercise, a checks registry), memoised by lesson, mode and the co
 A lesson's setup cell may itself borrow from earlier lessons, so an entry also remembers the fingerprints of every
 lesson it borrowed from; it is used again only while all of them are unchanged (a learner who fixes an earlier
 notebook and re-runs a later setup cell gets the fix). Notebooks are parsed again only when their file changed.
+The learner's verdicts are also kept on disk (.llm_algo/verdicts/), keyed by everything they depend on, so that
+a new kernel does not run an earlier lesson's checks again.
 """
 
 from __future__ import annotations
@@ -11,14 +13,17 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import json
+import os
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from .checking import CheckResult, Checks, load_checks
 from .loader import LoadedLesson, load_namespace
 from .notebook import Lesson, Mode, NotebookError, read_lesson
-from .paths import checks_module_path
+from .paths import checks_module_path, repo_root, state_dir
 from .settings import GRADE_UNTOUCHED, resolve
 
 Fingerprint = tuple[str, str, str]  # (notebook path, mode, code hash)
@@ -122,13 +127,67 @@ def _file_hash(path: Path) -> str:
 
 def learner_verdict(lesson: Lesson, exercise: str, learner: LoadedLesson) -> list[CheckResult]:
     """The results of the exercise's checks on the learner's namespace (from `namespace(lesson, "learner")`),
-    run once per content of the notebook and of the checks."""
+    run once per content of the notebook and of the checks, and kept on disk for the next process."""
     from .grading import check_exercise  # grading imports the loader, as this module does; no cycle at import time
 
     checks = registry(lesson.id)
     entry = _namespaces[_fingerprint(lesson, "learner")]
     key = (exercise, _file_hash(checks_module_path(lesson.id)))
     if key not in entry.verdicts:
-        with contextlib.redirect_stdout(io.StringIO()):
-            entry.verdicts[key] = check_exercise(checks.for_exercise(exercise), learner, lesson, checks)
+        stored = _verdict_file(lesson.id, exercise, entry.borrowed)
+        results = _read_verdict(stored)
+        if results is None:
+            with contextlib.redirect_stdout(io.StringIO()):
+                results = check_exercise(checks.for_exercise(exercise), learner, lesson, checks)
+            _write_verdict(stored, results)
+        entry.verdicts[key] = results
     return entry.verdicts[key]
+
+
+# ----------------------------------------------------------------------------- verdicts kept between processes
+# A later lesson's setup cell in a new kernel (or a grading child) need not run an earlier lesson's checks again
+# when nothing they depend on has changed: the learner's code (and that of every lesson it borrowed from), the
+# checks, the package, torch and the device. Kept under .llm_algo/verdicts/, one small file per verdict.
+
+
+@lru_cache(maxsize=1)
+def _package_fingerprint() -> str:
+    import platform
+
+    import torch
+
+    from . import device
+
+    digest = hashlib.sha1()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.name.encode() + path.read_bytes())
+    digest.update(f"{torch.__version__} {platform.python_version()} {device.policy().describe()}".encode())
+    return digest.hexdigest()
+
+
+def _checks_fingerprint() -> str:
+    digest = hashlib.sha1()
+    folder = repo_root() / "tests" / "checks"
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(str(path.relative_to(folder)).encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _verdict_file(lesson_id: str, exercise: str, borrowed: set[Fingerprint]) -> Path:
+    what = json.dumps([lesson_id, exercise, sorted(borrowed), _checks_fingerprint(), _package_fingerprint()])
+    return state_dir() / "verdicts" / f"{hashlib.sha256(what.encode()).hexdigest()[:32]}.json"
+
+
+def _read_verdict(path: Path) -> list[CheckResult] | None:
+    try:
+        return [CheckResult(key, outcome) for key, outcome in json.loads(path.read_text(encoding="utf-8"))]
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _write_verdict(path: Path, results: list[CheckResult]) -> None:
+    with contextlib.suppress(OSError):  # a read-only checkout grades as before, only slower
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text(json.dumps([[r.key, r.outcome] for r in results]), encoding="utf-8")
+        os.replace(temporary, path)

@@ -8,7 +8,7 @@ import os
 import pytest
 from tiny_lab import Lab
 
-from llm_algo import device
+from llm_algo import device, grading, lesson_cache
 from llm_algo.loader import MODE_ENV, load_namespace
 from llm_algo.notebook import read_lesson
 from llm_algo.notebook_api import setup_lesson
@@ -140,3 +140,26 @@ def test_loading_a_lesson_in_solution_mode_borrows_references(lab: Lab, capsys: 
 
     assert "add_one: using reference from 02_Tiny.ipynb — grading the reference solutions" in capsys.readouterr().out
     assert MODE_ENV not in os.environ
+
+
+def test_a_new_kernel_takes_the_verdict_kept_on_disk(
+    lab: Lab, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = lab.add_lesson(solved=True)
+    add_next_lesson(lab)
+    graded = []
+    real = grading.check_exercise
+    monkeypatch.setattr(grading, "check_exercise", lambda *args, **kw: graded.append(1) or real(*args, **kw))
+
+    borrow(capsys)
+    lesson_cache.clear()  # as in a new process
+    _, said = borrow(capsys)
+
+    assert len(graded) == 1 and said.startswith("add_one: using yours")  # the checks ran once
+    assert list((lab.root / ".llm_algo" / "verdicts").glob("*.json"))
+
+    lab.edit_cell(path, "exercise", lambda cell: cell.update(source=cell["source"] + "\n# tidied up\n"))
+    lesson_cache.clear()
+    _, said = borrow(capsys)
+
+    assert len(graded) == 2 and said.startswith("add_one: using yours")  # the code changed: graded again
