@@ -177,7 +177,8 @@ def test_flash_attention_without_a_kernel_is_rejected(lab: Lab) -> None:
     run = lab.run_pytest(FLASH_FWD)
     items = run.of("10_Flash_Attention_Fwd")
     assert items.pop("flash_attention_fwd::kernel_stays_inside_its_output")[0] == "skipped", run.output  # not attempted
-    assert len(items) == 5, run.output
+    assert items.pop("flash_attention_fwd::matches_sdpa_at_scale")[0] == "skipped", run.output  # compiled Triton only
+    assert len(items) >= 5, run.output  # every other check of the exercise: all fail below
     for name, (outcome, message) in items.items():
         assert outcome == "failed", (name, message)
         assert "calls F.scaled_dot_product_attention at" in message and FORBIDS in message, message
