@@ -138,6 +138,22 @@ def random_rows_shapes_and_dtypes(ex):
 
 
 @checks("attention_delta")
+def out_and_dout_through_their_own_strides(ex):
+    """dout laid out (B, S, H, d) and viewed as (B, H, S, d): out and dout are each read with their own strides"""
+    shape = (2, 3, 20, 32)
+    out = torch.randn(shape, device=triton_device()).half()
+    dout = torch.randn(2, 20, 3, 32, device=triton_device()).half().transpose(1, 2)  # strides (1920, 32, 96, 1)
+    label = describe(out=out, dout=dout) + f", out strides {out.stride()}, dout strides {dout.stride()}"
+    expect_close(
+        ex.attention_delta(out, dout),
+        (out.double() * dout.double()).sum(-1),
+        baseline=(out.float() * dout.float()).sum(-1),
+        input=label,
+        hint="pass out's strides with out and dout's with dout",
+    )
+
+
+@checks("attention_delta")
 def refuses_mismatched_shapes(ex):
     """out and dout of different shapes, a 3-D input, a strided head dim raise an error"""
     device = triton_device()
@@ -328,14 +344,36 @@ def gqa_gradients_sum_over_the_group(ex):
 
 
 @checks("flash_attention_bwd")
+def non_contiguous_lse(ex):
+    """lse laid out (B, S_q, H) and viewed as (B, H, S_q): made contiguous before the kernels index it"""
+    q, k, v, out, lse, dout = backward_inputs(1, 2, 1, 24, 24, 32, True, torch.float16)
+    lse = lse.transpose(1, 2).contiguous().transpose(1, 2)  # same values, strides (48, 1, 2)
+    got = ex.flash_attention_bwd(q, k, v, out, lse, dout, causal=True)
+    expect_gradients(
+        got,
+        q,
+        k,
+        v,
+        dout,
+        True,
+        describe(q=q) + f", causal, lse strides {lse.stride()}",
+        hint="the kernels index lse as (B * H, S_q) rows: pass lse.contiguous()",
+    )
+
+
+@checks("flash_attention_bwd")
 def refuses_inputs_it_cannot_handle(ex):
-    """float32 inputs, dout of the wrong shape, causal with S_q != S_k raise an error"""
+    """float32 inputs, dout of the wrong shape, causal with S_q != S_k, lse of the wrong length and a strided head dim
+    in q raise an error"""
     q, k, v, out, lse, dout = backward_inputs(1, 2, 1, 16, 16, 32, False, torch.float16)
     _, k24, v24, _, _, _ = backward_inputs(1, 2, 1, 16, 24, 32, False, torch.float16)
+    q_strided = torch.randn(1, 2, 16, 64, device=q.device).half()[..., ::2]
     bad = [
         ("float32 inputs", (q.float(), k.float(), v.float(), out.float(), lse, dout.float()), False),
         ("dout (1, 2, 15, 32)", (q, k, v, out, lse, dout[:, :, :15]), False),
         ("causal with S_q 16, S_k 24", (q, k24, v24, out, lse, dout), True),
+        ("lse (1, 2, 19) for S_q 16", (q, k, v, out, torch.cat((lse, lse[..., :3]), dim=-1), dout), False),
+        ("q with a head dim of stride 2", (q_strided, k, v, out, lse, dout), False),
     ]
     for label, args, causal in bad:
         expect_refused(
