@@ -1,4 +1,4 @@
-"""Helpers for checking kernels: guard buffers that catch out-of-bounds writes, and inputs that must be refused.
+"""Helpers for checking kernels: guard buffers, inputs that must be refused, gate checks run in the interpreter.
 
 A kernel that forgets a mask writes past its output. Into memory the allocator owns, that corrupts the process
 (silently, or as a crash or hang much later); into memory a check owns, it is a clean, reportable failure. So a
