@@ -189,9 +189,14 @@ def run_mutants(
     timeout: float,
     on_verdict: Callable[[Verdict], None] | None = None,
 ) -> LessonRun:
-    """Grade `mutants` (all of one lesson) in child processes; a verdict for each, or the lesson's error."""
+    """Grade `mutants` (all of one lesson) in child processes; a verdict for each, or the lesson's error.
+
+    A mutant in flight when its child crashes or hangs is graded again first in a fresh child before it counts as
+    crashed: a kernel that wrote out of bounds earlier in the same process can corrupt the heap and bring the
+    process down during a later, innocent mutant."""
     run = LessonRun(notebook=str(notebook))
     pending = [m.id for m in mutants]
+    retried: set[str] = set()
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="llm_algo_mutate_") as tmp:
         while pending:
@@ -205,6 +210,10 @@ def run_mutants(
                 if not progress:  # not even one mutant: the lesson itself cannot be graded
                     run.error = problem
                     break
+                continue
+            if in_flight not in retried:  # first in a fresh process: is it this mutant, or an earlier one's damage?
+                retried.add(in_flight)
+                pending = [in_flight] + [i for i in pending if i != in_flight]
                 continue
             outcome = "timeout" if problem.startswith("made no progress") else "crashed"
             verdict = Verdict(in_flight, outcome, summary=problem)

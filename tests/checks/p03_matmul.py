@@ -217,6 +217,24 @@ def kernel_writes_a_column_major_output(ex):
 
 
 @checks("matmul")
+def kernel_reads_only_k_below_K(ex):
+    """matmul_kernel with NaN right after column K-1 of a and row K-1 of b: the K masks keep it out"""
+    M, N, K = 37, 29, 70
+    _, a = guarded((M, K), (0, 2), device=triton_device())  # NaN at columns K and K + 1
+    _, b = guarded((K, N), (2, 0), device=triton_device())  # NaN at rows K and K + 1
+    a.copy_(torch.randn(M, K))
+    b.copy_(torch.randn(K, N))
+    c = torch.empty(M, N, device=triton_device())
+    ex.matmul_kernel[(-(-M // 16) * -(-N // 16),)](
+        a, b, c, M, N, K, *a.stride(), *b.stride(), *c.stride(),
+        BLOCK_M=16, BLOCK_N=16, BLOCK_K=32, GROUP_M=2, INPUT_PRECISION="ieee",
+    )  # fmt: skip
+    expect_close(
+        c, oracle(a, b), input="a (37, 70), b (70, 29), NaN just past K in both, 16x16x32 tiles", hint=HINT_K_MASK
+    )
+
+
+@checks("matmul")
 def hand_checkable_product(ex):
     """[[1, 2, 3], [4, 5, 6]] @ [[1, 0], [0, 1], [1, 1]] = [[4, 5], [10, 11]]"""
     a = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], device=triton_device())

@@ -261,6 +261,26 @@ def strided_weight_and_column_major_output(ex):
 
 
 @checks("linear_act")
+def kernel_reads_only_k_below_K(ex):
+    """linear_act_kernel with NaN right after column K-1 of x and of the weight: the K masks keep it out"""
+    M, N, K = 21, 19, 70
+    device = triton_device()
+    _, x = guarded((M, K), (0, 2), device=device)
+    _, weight = guarded((N, K), (0, 2), device=device)  # rows of K + 2: NaN at columns K and K + 1
+    x.copy_(torch.randn(M, K))
+    weight.copy_(torch.randn(N, K) / K**0.5)
+    out = torch.empty(M, N, device=device)
+    ex.linear_act_kernel[(-(-M // 16) * -(-N // 16),)](
+        x, weight, out, out, out, M, N, K,
+        x.stride(0), x.stride(1), weight.stride(1), weight.stride(0),
+        out.stride(0), out.stride(1), out.stride(0), out.stride(1),
+        HAS_BIAS=False, HAS_RESIDUAL=False, ACTIVATION="none", BLOCK_M=16, BLOCK_N=16, BLOCK_K=32, GROUP_M=2,
+    )  # fmt: skip
+    label = "x (21, 70) and weight (19, 70) windows with NaN at columns 70 and 71, 16x16x32 tiles"
+    expect_close(out, oracle(x, weight, None, "none", None), input=label, hint="mask both loads with k < K (other=0.0)")
+
+
+@checks("linear_act")
 def rejects_mismatched_operands(ex):
     """wrong weight width, bias length, residual shape, dtype mix or activation name raise with a message"""
     device = triton_device()

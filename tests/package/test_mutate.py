@@ -165,10 +165,16 @@ def test_ids_survive_edits_elsewhere_and_a_changed_solution_is_stale() -> None:
 # ----------------------------------------------------------------------------------------- end to end
 
 SOLUTION = '''
+if os.environ.get("LLM_ALGO_TEST_POISONED"):  # a process that an earlier mutant poisoned dies on the next load
+    os._exit(5)
+
+
 def add_one(x):
     """x + 1 for an integer x."""
     # TODO: add one
     ### BEGIN SOLUTION
+    if x == 12345:  # never for the inputs the checks use
+        os.environ["LLM_ALGO_TEST_POISONED"] = "1"
     if x != x:
         os._exit(3)
     while x != x:
@@ -227,7 +233,12 @@ def test_mutate_command_grades_a_tiny_lesson(lab: Lab) -> None:
     [result] = json.loads((lab.root / "out.json").read_text(encoding="utf-8"))
     outcomes = {ident: verdict["outcome"] for ident, verdict in result["verdicts"].items()}
     assert equivalent not in outcomes  # reviewed: not graded
-    assert outcomes[ids[("if x != x:", "if x == x:")]] == "crashed"  # os._exit: a new child graded the rest
+    # the first mutant poisons its process (every later load there dies): the next one, graded while that process
+    # dies, is graded again alone in a fresh one instead of counting as crashed
+    guard = "if x == 12345:  # never for the inputs the checks use"
+    for changed in ("if x != 12345:", "if x == 12346:", "if x == 12344:"):
+        assert outcomes[ids[(guard, guard.replace("if x == 12345:", changed))]] == "survived", changed
+    assert outcomes[ids[("if x != x:", "if x == x:")]] == "crashed"  # os._exit, alone too: a new child graded the rest
     assert outcomes[ids[("while x != x:", "while x == x:")]] == "timeout"
     for wrong in ("return x - 1", "return x + 0", "return x + 2", "return x", "return 1"):
         assert outcomes[ids[("return x + 1", wrong)]] == "killed", wrong
