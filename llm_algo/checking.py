@@ -46,10 +46,6 @@ class CheckFailed(AssertionError):
         self.summary, self.input, self.expected, self.got, self.hint = summary, input, expected, got, hint
 
 
-class NotAttempted(Exception):
-    """The exercise still raises NotImplementedError."""
-
-
 @dataclass(frozen=True)
 class CheckSpec:
     lesson_id: str
