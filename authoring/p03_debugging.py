@@ -75,7 +75,7 @@ def build() -> LessonBuilder:
         import triton
         import triton.language as tl
 
-        from llm_algo.kernel_checks import guarded
+        from llm_algo.references.kernels import guarded
     """)
     lesson.md(r"""
         ## 2. The toolbox in one cell

@@ -10,7 +10,7 @@ from .notebook import NotebookError
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
-    from .lint import lint
+    from .authoring.lint import lint
 
     errors = lint([Path(p) for p in args.paths] or None)
     for error in errors:
@@ -22,8 +22,8 @@ def cmd_lint(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from .headless import run_notebooks
     from .paths import lesson_notebooks
-    from .runner import run_notebooks
 
     paths = [Path(p) for p in args.notebooks] or (lesson_notebooks() if args.all else [])
     if not paths:
@@ -68,9 +68,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from . import device as device_policy
-    from .checking import Exercise, load_checks
-    from .loader import load_namespace
-    from .notebook_api import find_lesson
+    from .check.api import Exercise, load_checks
+    from .grading.cache import find_lesson
+    from .grading.execute import load_namespace
 
     if not device_policy.policy().has_cuda:
         print("benchmarks time kernels on a CUDA GPU; this machine has none (see `python -m llm_algo doctor`)")
@@ -92,16 +92,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from .authoring import build_all
-    from .part_index import write_part_readmes
+    from .authoring.builder import HandEdited, build_all
+    from .authoring.part_index import write_part_readmes
 
-    for path in build_all(args.lessons) + write_part_readmes():
+    try:
+        written = build_all(args.lessons, force=args.force)
+    except HandEdited as exc:
+        print(f"build: {exc}")
+        return 1
+    for path in written + write_part_readmes():
         print(f"wrote {path}")
     return 0
 
 
 def cmd_mutate(args: argparse.Namespace) -> int:
-    from .mutation_report import command
+    from .mutation.report import command
     from .settings import CHECK_TIMEOUT, SettingError, resolve
 
     try:
@@ -152,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         "build", help="(maintainers) write lesson notebooks from authoring/*.py and each part's README index"
     )
     build.add_argument("lessons", nargs="*", help="lesson ids (default: all)")
+    build.add_argument("--force", action="store_true", help="overwrite notebooks edited by hand since they were built")
     build.set_defaults(func=cmd_build)
     mutate = commands.add_parser(
         "mutate",

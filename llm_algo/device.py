@@ -64,9 +64,6 @@ def policy() -> DevicePolicy:
                 stacklevel=2,
             )
         os.environ["TRITON_INTERPRET"] = "1"
-        from . import bounds  # kernels the interpreter runs are bounds-checked, in a live notebook too
-
-        bounds.install_when_imported()
     return DevicePolicy(
         device="cuda" if name else "cpu",
         gpu_name=name,

@@ -6,7 +6,7 @@ import platform
 from importlib import metadata
 
 from . import device as device_policy
-from .checking import load_checks
+from .check.api import load_checks
 from .notebook import NotebookError, read_lesson
 from .paths import display_path, lesson_notebooks, repo_root
 

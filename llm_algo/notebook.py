@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+import traceback
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -16,6 +18,7 @@ if TYPE_CHECKING:
 
 TAGS = ("setup", "exercise", "check", "solution", "demo")
 Mode = Literal["learner", "solution"]
+NOTEBOOK_FRAME_PREFIX = "<notebook "  # prefix of the pseudo file names that notebook cells run under
 
 
 class NotebookError(Exception):
@@ -177,4 +180,18 @@ def read_lesson(path: Path | str) -> Lesson:
 
 def cell_filename(lesson: Lesson, cell: Cell) -> str:
     """The pseudo file name that tracebacks show for a notebook cell (no quotes: see Cell.label)."""
-    return f"<notebook {lesson.name}, {cell.label(quoted=False)}>"
+    return f"{NOTEBOOK_FRAME_PREFIX}{lesson.name}, {cell.label(quoted=False)}>"
+
+
+def notebook_location(exc: BaseException) -> str:
+    """The innermost frame that ran notebook code, as `02_RMSNorm.ipynb, cell 7 (exercise "rmsnorm"), line 3`."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith(NOTEBOOK_FRAME_PREFIX)]
+    return source_location(frames[-1].filename, frames[-1].lineno) if frames else ""
+
+
+def source_location(filename: str, lineno: int) -> str:
+    """A notebook cell's pseudo file name and a line as the learner reads them; "" for any other file."""
+    if not filename.startswith(NOTEBOOK_FRAME_PREFIX):
+        return ""
+    where = re.sub(r"\((\w+) (\w+)\)$", r'(\1 "\2")', filename[len(NOTEBOOK_FRAME_PREFIX) : -1])
+    return f"{where}, line {lineno}"

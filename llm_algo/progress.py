@@ -11,9 +11,10 @@ from rich.console import Console
 from rich.table import Table
 
 from .notebook import NotebookError, read_lesson
+from .outcome import Outcome, exercise_outcomes, exercise_status
 from .paths import lesson_notebooks, state_dir
 
-STATUSES = ("passed", "failed", "not attempted")
+STATUSES = tuple(o.label for o in (Outcome.PASSED, Outcome.FAILED, Outcome.NOT_ATTEMPTED, Outcome.NEEDS_GPU))
 
 
 def results_path() -> Path:
@@ -37,17 +38,8 @@ def save_results(outcomes: dict[str, dict[str, str]]) -> None:
     results_path().write_text(json.dumps(results, indent=1, sort_keys=True), encoding="utf-8")
 
 
-def exercise_status(outcomes: list[str]) -> str:
-    if "failed" in outcomes:
-        return "failed"
-    graded = [o for o in outcomes if o != "skipped"]
-    if graded and all(o == "passed" for o in graded):
-        return "passed"
-    return "not attempted"
-
-
 def part_summary(results: dict, root: Path | None = None, only: set[str] | None = None) -> dict[str, dict[str, int]]:
-    """`{part: {"lessons": n, "exercises": n, "passed": n, "failed": n, "not attempted": n}}` over every lesson,
+    """`{part: {"lessons": n, "exercises": n, "passed": n, ...one count per status}}` over every lesson,
     or over the lesson ids in `only`."""
     table: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(("lessons", "exercises", *STATUSES), 0))
     for path in lesson_notebooks(root):
@@ -61,9 +53,8 @@ def part_summary(results: dict, root: Path | None = None, only: set[str] | None 
         row["lessons"] += 1
         graded = results.get(lesson.id, {})
         for exercise in lesson.exercise_names():
-            outcomes = [o for key, o in graded.items() if key.removeprefix("mutant::").split("::")[0] == exercise]
             row["exercises"] += 1
-            row[exercise_status(outcomes)] += 1
+            row[exercise_status(exercise_outcomes(graded, exercise)).label] += 1
     return dict(table)
 
 

@@ -2,9 +2,15 @@
 
 `pytest` grades the learner's notebooks, `pytest --solutions` the reference solutions, `pytest --mutants` proves
 every known-wrong variant is rejected, and `pytest --self-check` does all three at once (the learner's part on the
-untouched skeletons, which must all be *not attempted*). Each lesson is graded once, in a child process
-(llm_algo.worker), the first time one of its items runs; the next lessons are graded meanwhile (see
-llm_algo.scheduler). An exercise cell that still holds its skeleton is not attempted without a child at all.
+untouched skeletons, which must all be *not attempted*).
+
+It works the pytest way: a lesson is graded in its file node's `setup()` (in a child process, llm_algo.worker; the
+next lessons are graded meanwhile, llm_algo.worker.scheduler), its items read their results from the session's
+stash, and each outcome travels in its report's `user_properties`, from which the progress table and results.json
+are built. So `--durations` shows each lesson's grading as its first item's setup, `-x`, `--lf` and junit XML
+behave as usual, and under `-n N` (pytest-xdist; lessons are kept whole on one worker, `--dist loadfile`) the
+controller sees every outcome and writes the same table and results.json as a serial run. An exercise cell that
+still holds its skeleton is not attempted without a child at all.
 """
 
 from __future__ import annotations
@@ -14,18 +20,21 @@ from pathlib import Path
 
 import pytest
 
-from .checking import CheckResult, load_checks
-from .grading import Unit
-from .mutants import load_mutants
+from .check.api import load_checks
+from .grading.lesson import Unit
+from .mutation.mutants import load_mutants
 from .notebook import NotebookError, read_lesson
+from .outcome import CheckResult, Outcome, render
 from .paths import PART_PATTERN, is_lesson_path, repo_root
 from .progress import load_results, part_summary, render_table, save_results
-from .scheduler import LessonScheduler
 from .settings import CHECK_TIMEOUT, GRADE_UNTOUCHED, GRADING_JOBS, SettingError, resolve
-from .worker import start_zygote
+from .worker.child import start_zygote
+from .worker.scheduler import LessonScheduler
 
-OUTCOMES = pytest.StashKey[dict]()  # lesson id -> {unit key: outcome} (learner, solution and mutant runs)
+OUTCOMES = pytest.StashKey[dict]()  # lesson id -> {unit key: outcome}, from the reports (the controller's, under -n)
+RESULTS = pytest.StashKey[dict]()  # lesson path -> {Unit: CheckResult | problem}, set by LessonFile.setup()
 SCHEDULER = pytest.StashKey[LessonScheduler]()
+GRADED = "llm_algo"  # the user property that carries an item's outcome: {"lesson", "key", "kind", "outcome"}
 NOT_ATTEMPTED = "not_attempted"
 # What an item grades: the learner's cell, the reference solution, a mutant, or (self-check) the untouched skeleton.
 LEARNER, SOLUTION, MUTANT, SKELETON = "learner", "solution", "mutant", "skeleton"
@@ -34,6 +43,19 @@ LEARNER, SOLUTION, MUTANT, SKELETON = "learner", "solution", "mutant", "skeleton
 class NotAttempted(pytest.skip.Exception):
     """Raised by an item whose exercise still raises NotImplementedError; reported as a skip (a skip, so that pytest
     does not format a traceback for it: on a clean checkout that was most of the learner's run)."""
+
+
+def is_xdist_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def is_xdist_controller(config: pytest.Config) -> bool:
+    """This process hands items to pytest-xdist workers and runs none itself."""
+    return (
+        not is_xdist_worker(config)
+        and bool(getattr(config.option, "numprocesses", None))
+        and (getattr(config.option, "dist", "no") != "no")
+    )
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -68,6 +90,14 @@ def pytest_configure(config: pytest.Config) -> None:
     except SettingError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[OUTCOMES] = {}
+    config.stash[RESULTS] = {}
+    config.pluginmanager.register(OutcomeRecorder(config), "llm_algo_outcomes")
+    if is_xdist_controller(config):
+        if config.option.dist == "load":  # xdist's default: keep each lesson on one worker, graded once
+            config.option.dist = "loadfile"
+        return
+    if is_xdist_worker(config):
+        jobs = 1  # no look-ahead: the next lesson in this worker's list may be handed to another worker
     config.stash[SCHEDULER] = LessonScheduler(
         jobs=jobs, timeout=config.llm_algo_timeout, grade_untouched=config.llm_algo_grade_untouched
     )
@@ -88,10 +118,12 @@ def _names_lessons(config: pytest.Config) -> bool:
 def pytest_collection_finish(session: pytest.Session) -> None:
     """A learner's run starts the zygote only when some exercise was touched (else nothing is graded in a child).
     transformers' models are preloaded too when several lessons are to be graded and some of their checks use them
-    (their checks modules, imported to collect the items, imported llm_algo.hf_reference)."""
+    (their checks modules, imported to collect the items, imported llm_algo.references.hf)."""
+    if is_xdist_controller(session.config):
+        return
     lessons = {i.path for i in session.items if isinstance(i, GradedItem) and not i.untouched}
     if lessons:
-        start_zygote(extra=len(lessons) > 1 and "llm_algo.hf_reference" in sys.modules)
+        start_zygote(extra=len(lessons) > 1 and "llm_algo.references.hf" in sys.modules)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -150,6 +182,19 @@ class LessonFile(pytest.File):
                     untouched=kind == LEARNER and spec.exercise in untouched,
                 )
 
+    def setup(self) -> None:
+        """Grade this lesson's selected items in one child (the scheduler may have started it already), before its
+        first item runs; the items read their results from the stash."""
+        selected = [i for i in self.session.items if isinstance(i, GradedItem) and not i.untouched]
+        scheduler = self.config.stash[SCHEDULER]
+        if not scheduler.planned:
+            scheduler.plan([(item.path, item.unit) for item in selected])
+        units = [item.unit for item in selected if item.path == self.path]
+        self.config.stash[RESULTS][self.path] = scheduler.lesson(self.path, units) if units else {}
+
+    def teardown(self) -> None:
+        self.config.stash[RESULTS].pop(self.path, None)
+
 
 class BrokenLessonItem(pytest.Item):
     def __init__(self, *, message: str, **kwargs):
@@ -179,39 +224,30 @@ class GradedItem(pytest.Item):
         self.kind, self.unit, self.lesson_id, self.exercise = kind, unit, lesson_id, exercise
         self.description = description
         self.untouched = untouched  # the exercise cell is still the skeleton: not attempted, no child needed
+        self.outcome: Outcome | None = None  # what runtest found; pytest_runtest_makereport puts it in the report
 
     def runtest(self) -> None:
         __tracebackhide__ = True
         result = self._result()
-        outcome = result.outcome if isinstance(result, CheckResult) else "failed"
-        if self.kind != SKELETON:
-            self.config.stash[OUTCOMES].setdefault(self.lesson_id, {})[self.unit.key] = outcome
+        self.outcome = result.outcome if isinstance(result, CheckResult) else Outcome.FAILED
         where = f'{self.path.name}, exercise "{self.exercise}"'
         if isinstance(result, str):
             pytest.fail(f"{where}: {result}", pytrace=False)
         if self.kind == SKELETON:
             _expect_not_attempted(where, result)
             return
-        if result.outcome == "not_attempted":
+        if result.outcome is Outcome.NOT_ATTEMPTED:
             raise NotAttempted(f"not attempted: {where} still raises NotImplementedError; fill in the exercise cell")
-        if result.outcome == "skipped":
+        if result.outcome in (Outcome.SKIPPED, Outcome.NEEDS_GPU):
             pytest.skip(f"{where}: {result.summary}")
-        if result.outcome == "failed":
-            pytest.fail(format_failure(where, result), pytrace=False)
+        if result.outcome is Outcome.FAILED:
+            pytest.fail(render(result, where=where), pytrace=False)
 
     def _result(self) -> CheckResult | str:
         if self.untouched:
-            return CheckResult(self.unit.key, "not_attempted", self.description, "the exercise cell is untouched")
-        scheduler = self.config.stash[SCHEDULER]
-        if not scheduler.planned:
-            scheduler.plan(
-                [
-                    (item.path, item.unit)
-                    for item in self.session.items
-                    if isinstance(item, GradedItem) and not item.untouched
-                ]
-            )
-        return scheduler.result(self.path, self.unit)
+            return CheckResult(self.unit.key, Outcome.NOT_ATTEMPTED, self.description, "the exercise cell is untouched")
+        graded = self.config.stash[RESULTS].get(self.path, {})
+        return graded.get(self.unit, "was not graded (internal error: please report it)")
 
     def reportinfo(self):
         return self.path, None, f'{self.path.name}, exercise "{self.exercise}": {self.description}'
@@ -220,50 +256,51 @@ class GradedItem(pytest.Item):
 def _expect_not_attempted(where: str, result: CheckResult) -> None:
     """Self-check of a skeleton: a learner who has not started must see *not attempted*, never a pass or a failure."""
     __tracebackhide__ = True
-    check = result.key.split("::")[-1]
-    if result.outcome == "passed":
+    check = result.unit.name
+    if result.outcome is Outcome.PASSED:
         pytest.fail(
             f"{where}: the untouched skeleton passes check {check} ({result.description}); a learner would pass "
             "without doing the exercise: make the check call the exercise, or give away less in the skeleton",
             pytrace=False,
         )
-    if result.outcome == "failed":
+    if result.outcome is Outcome.FAILED:
         pytest.fail(
             f"{where}: the untouched skeleton fails check {check} instead of being not attempted: {result.summary} "
             "(a check that catches errors must let NotImplementedError through)",
             pytrace=False,
         )
-    if result.outcome == "skipped":
+    if result.outcome in (Outcome.SKIPPED, Outcome.NEEDS_GPU):
         pytest.skip(f"{where}: {result.summary}")
-
-
-def format_failure(where: str, result: CheckResult) -> str:
-    if result.key.startswith("mutant::"):
-        return f"{where}, {result.description}\n  {result.summary}"
-    lines = [
-        f"{where}, check {result.key.split('::')[-1]} ({result.description}) [{result.path}]",
-        f"  {result.summary}",
-    ]
-    for label, value in (
-        ("input", result.input),
-        ("expected", result.expected),
-        ("got", result.got),
-        ("likely mistake", result.hint),
-    ):
-        if value:
-            lines.append(f"  {label + ':':<16}{value}")
-    return "\n".join(lines)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
-    """'Not attempted' is decided here, in one place: a skip that carries its own word."""
+    """'Not attempted' is decided here, in one place: a skip that carries its own word. Each graded item's outcome
+    goes into its report (a failed setup, the lesson's grading, counts as failed)."""
     report = yield
     if call.when == "call" and call.excinfo is not None and call.excinfo.errisinstance(NotAttempted):
         report.outcome = "skipped"
         report.longrepr = (str(item.path), None, f"Skipped: {call.excinfo.value}")
         report.user_properties.append((NOT_ATTEMPTED, True))
+    if isinstance(item, GradedItem) and item.kind != SKELETON:
+        outcome = item.outcome if call.when == "call" else Outcome.FAILED if report.failed else None
+        if outcome is not None:
+            record = {"lesson": item.lesson_id, "key": item.unit.key, "kind": item.kind, "outcome": str(outcome)}
+            report.user_properties.append((GRADED, record))
     return report
+
+
+class OutcomeRecorder:
+    """Collects outcomes from the reports: in a serial run, this process's; under -n, the controller's (xdist sends
+    every worker's reports to it, user_properties included)."""
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for name, value in report.user_properties:
+            if name == GRADED:
+                self.config.stash[OUTCOMES].setdefault(value["lesson"], {})[value["key"]] = value["outcome"]
 
 
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
@@ -273,6 +310,8 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    if is_xdist_worker(config):
+        return
     outcomes = config.stash.get(OUTCOMES, {})
     scheduler = config.stash.get(SCHEDULER, None)
     if scheduler is not None and scheduler.seconds:

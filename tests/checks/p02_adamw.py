@@ -7,8 +7,8 @@ import copy
 import torch
 import torch.nn as nn
 
-from llm_algo.checking import Checks, describe, expect, expect_close, expect_tensor
-from llm_algo.restrictions import ADAM
+from llm_algo.check import Checks, describe, expect, expect_close, expect_tensor
+from llm_algo.check.restrictions import ADAM
 
 checks = Checks("p02.adamw")
 checks.restrict(

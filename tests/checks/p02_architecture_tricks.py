@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import torch
 import torch.nn.functional as F
 
-from llm_algo.checking import Checks, describe, expect, expect_close, expect_tensor
-from llm_algo.hf_reference import tiny_llama_config, transformers_module
-from llm_algo.restrictions import ATTENTION
+from llm_algo.check import Checks, describe, expect, expect_close, expect_tensor
+from llm_algo.check.restrictions import ATTENTION
+from llm_algo.references.hf import tiny_llama_config, transformers_module
 
 checks = Checks("p02.architecture_tricks")
 checks.restrict(

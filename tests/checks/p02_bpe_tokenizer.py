@@ -14,7 +14,7 @@ import unicodedata
 from collections import Counter
 from functools import cache
 
-from llm_algo.checking import Checks, expect
+from llm_algo.check import Checks, expect
 from llm_algo.paths import repo_root
 
 checks = Checks("p02.bpe_tokenizer")

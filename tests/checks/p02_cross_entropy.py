@@ -7,8 +7,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from llm_algo.checking import Checks, describe, expect, expect_close, expect_gradcheck, expect_tensor
-from llm_algo.restrictions import AUTOGRAD, CROSS_ENTROPY, LOGSUMEXP, SOFTMAX
+from llm_algo.check import Checks, describe, expect, expect_close, expect_gradcheck, expect_tensor
+from llm_algo.check.restrictions import AUTOGRAD, CROSS_ENTROPY, LOGSUMEXP, SOFTMAX
 
 checks = Checks("p02.cross_entropy")
 checks.restrict(

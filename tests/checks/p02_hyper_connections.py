@@ -10,8 +10,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from llm_algo.checking import Checks, describe, expect, expect_close, expect_gradcheck, expect_tensor
-from llm_algo.kernel_checks import expect_refused
+from llm_algo.check import Checks, describe, expect, expect_close, expect_gradcheck, expect_tensor
+from llm_algo.references.kernels import expect_refused
 
 checks = Checks("p02.hyper_connections")
 

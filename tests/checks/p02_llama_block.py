@@ -7,9 +7,9 @@ import copy
 
 import torch
 
-from llm_algo.checking import Checks, describe, expect, expect_close, expect_tensor
-from llm_algo.hf_reference import tiny_llama_config
-from llm_algo.llama_reference import additive_mask, hf_forward, llama_layer, padded_batch, rotary_tables
+from llm_algo.check import Checks, describe, expect, expect_close, expect_tensor
+from llm_algo.references.hf import tiny_llama_config
+from llm_algo.references.llama import additive_mask, hf_forward, llama_layer, padded_batch, rotary_tables
 
 checks = Checks("p02.llama_block")
 

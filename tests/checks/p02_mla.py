@@ -11,8 +11,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from llm_algo.checking import Checks, describe, expect, expect_close, expect_tensor
-from llm_algo.hf_reference import tiny_llama_config, transformers_module
+from llm_algo.check import Checks, describe, expect, expect_close, expect_tensor
+from llm_algo.references.hf import tiny_llama_config, transformers_module
 
 checks = Checks("p02.mla")
 

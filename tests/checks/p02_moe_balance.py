@@ -1,15 +1,15 @@
 """Checks for p02.moe_balance. References: Hugging Face `load_balancing_loss_func` (Mixtral module; it normalises f
 by T instead of T*k, so the checks divide it by k), `DeepseekV3TopkRouter` and `DeepseekV3MoE` built locally from
 tiny configs (one expert group, routed_scaling_factor 1), closed forms (the balanced loss is 1, the z-loss and its
-gradient), and loop specs written here and in `llm_algo.moe_reference`, with float64 autograd for the gradients."""
+gradient), and loop specs written here and in `llm_algo.references.moe`, with float64 autograd for the gradients."""
 
 import math
 
 import torch
 
-from llm_algo.checking import Checks, describe, expect, expect_close, expect_tensor
-from llm_algo.hf_reference import transformers_module
-from llm_algo.moe_reference import hf_deepseek_v3_moe, moe_loop_spec, random_experts, route_one_token
+from llm_algo.check import Checks, describe, expect, expect_close, expect_tensor
+from llm_algo.references.hf import transformers_module
+from llm_algo.references.moe import hf_deepseek_v3_moe, moe_loop_spec, random_experts, route_one_token
 
 checks = Checks("p02.moe_balance")
 

@@ -1,5 +1,5 @@
 """Checks for p02.moe_router. References: Hugging Face `MixtralTopKRouter` and `MixtralSparseMoeBlock` built
-locally from a tiny `MixtralConfig` (dropless), and the per-token loop specs in `llm_algo.moe_reference` and below
+locally from a tiny `MixtralConfig` (dropless), and the per-token loop specs in `llm_algo.references.moe` and below
 (routing, the capacity formula, the dropping rule "choice rank first, then token order"), with float64 autograd
 of the loop spec for the gradients."""
 
@@ -7,9 +7,9 @@ import math
 
 import torch
 
-from llm_algo.checking import Checks, describe, expect, expect_close, expect_tensor
-from llm_algo.hf_reference import transformers_module
-from llm_algo.moe_reference import hf_mixtral_block, moe_loop_spec, random_experts, route_one_token
+from llm_algo.check import Checks, describe, expect, expect_close, expect_tensor
+from llm_algo.references.hf import transformers_module
+from llm_algo.references.moe import hf_mixtral_block, moe_loop_spec, random_experts, route_one_token
 
 checks = Checks("p02.moe_router")
 

@@ -4,8 +4,8 @@ Hugging Face `LlamaRMSNorm` built locally, a hand-derived closed form, and float
 import torch
 import torch.nn.functional as F
 
-from llm_algo.checking import Checks, describe, expect, expect_close, expect_gradcheck, expect_tensor
-from llm_algo.restrictions import AUTOGRAD, RMS_NORM
+from llm_algo.check import Checks, describe, expect, expect_close, expect_gradcheck, expect_tensor
+from llm_algo.check.restrictions import AUTOGRAD, RMS_NORM
 
 checks = Checks("p02.rmsnorm")
 checks.restrict(

@@ -7,7 +7,7 @@ from functools import cache
 
 import torch
 
-from llm_algo.checking import Checks, describe, expect, expect_close, expect_tensor
+from llm_algo.check import Checks, describe, expect, expect_close, expect_tensor
 
 checks = Checks("p02.rope")
 

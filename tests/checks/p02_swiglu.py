@@ -6,8 +6,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from llm_algo.checking import Checks, describe, expect, expect_close, expect_gradcheck, expect_tensor
-from llm_algo.hf_reference import tiny_llama_config
+from llm_algo.check import Checks, describe, expect, expect_close, expect_gradcheck, expect_tensor
+from llm_algo.references.hf import tiny_llama_config
 
 checks = Checks("p02.swiglu")
 

@@ -1,16 +1,16 @@
 """Checks for p02.tiny_llama. References: Hugging Face `LlamaForCausalLM` built locally from a tiny random config
 (eager attention), run in float64 (the oracle) and in the dtype under test (the baseline) with the same position ids
 and the additive causal + padding mask; its `generate(do_sample=False)`; greedy decoding by full recomputation with
-it; and a Meta-format checkpoint written from it by `llm_algo.llama_reference.meta_checkpoint` (the inverse of
+it; and a Meta-format checkpoint written from it by `llm_algo.references.llama.meta_checkpoint` (the inverse of
 Hugging Face's conversion, derived from the RoPE pairing). Logits are compared at real tokens only."""
 
 import copy
 
 import torch
 
-from llm_algo.checking import Checks, expect, expect_close, expect_tensor
-from llm_algo.hf_reference import tiny_llama_config
-from llm_algo.llama_reference import additive_mask, causal_lm, interleaved_rows, meta_checkpoint, padded_batch
+from llm_algo.check import Checks, expect, expect_close, expect_tensor
+from llm_algo.references.hf import tiny_llama_config
+from llm_algo.references.llama import additive_mask, causal_lm, interleaved_rows, meta_checkpoint, padded_batch
 
 checks = Checks("p02.tiny_llama")
 

@@ -1,7 +1,7 @@
 """Checks for p03.layernorm. References: `torch.var_mean` and `F.layer_norm` in float64 (with `F.layer_norm` in the
 dtype under test as the baseline), float64 autograd of `F.layer_norm`, closed forms (a row [1, 2, 3, 4]; a constant
 row), and guard elements around every output that catch writes a missing mask lets through. The guard checks are
-gates (see llm_algo.kernel_checks). Small shapes under the interpreter, real ones when compiled."""
+gates (see llm_algo.references.kernels). Small shapes under the interpreter, real ones when compiled."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import torch
 import torch.nn.functional as F
 
 from llm_algo.bench import bandwidth_row, baseline_rows, copy_row
-from llm_algo.checking import Checks, describe, expect, expect_close, expect_tensor
+from llm_algo.check import Checks, describe, expect, expect_close, expect_tensor
+from llm_algo.check.restrictions import AUTOGRAD, LAYER_NORM
 from llm_algo.device import policy, triton_device, triton_dtypes
-from llm_algo.kernel_checks import expect_guard_untouched, expect_refused, guarded, random_window
-from llm_algo.restrictions import AUTOGRAD, LAYER_NORM
+from llm_algo.references.kernels import expect_guard_untouched, expect_refused, guarded, random_window
 
 checks = Checks("p03.layernorm", triton=True)
 STATISTICS = [torch.var_mean, torch.var, torch.Tensor.var, torch.std_mean, torch.std, torch.Tensor.std]

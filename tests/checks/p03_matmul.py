@@ -1,6 +1,6 @@
 """Checks for p03.matmul. References: `torch.matmul` in float64 (and in the dtype under test as the error
 baseline), a loop specification of the grouped tile order written here, and guard elements around the output
-that catch writes a missing mask lets through (the gate, see llm_algo.kernel_checks).
+that catch writes a missing mask lets through (the gate, see llm_algo.references.kernels).
 
 `grouped_tile` is a `@triton.jit` function: the checks run it through a one-program kernel that maps a whole
 block of program ids at once (the function arrives as a `tl.constexpr` argument)."""
@@ -10,10 +10,10 @@ from functools import lru_cache
 import torch
 
 from llm_algo.bench import baseline_rows, flops_row
-from llm_algo.checking import Checks, describe, expect, expect_close, expect_tensor
+from llm_algo.check import Checks, describe, expect, expect_close, expect_tensor
+from llm_algo.check.restrictions import MATMUL
 from llm_algo.device import policy, triton_device, triton_dtypes
-from llm_algo.kernel_checks import expect_guard_untouched, expect_refused, guarded, random_window
-from llm_algo.restrictions import MATMUL
+from llm_algo.references.kernels import expect_guard_untouched, expect_refused, guarded, random_window
 
 checks = Checks("p03.matmul", triton=True)
 checks.restrict(

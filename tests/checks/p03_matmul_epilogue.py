@@ -1,6 +1,6 @@
 """Checks for p03.matmul_epilogue. References: `F.linear`, `F.relu`, `F.silu` and `F.gelu(approximate="tanh")`
 in float64 (and in the dtype under test as the error baseline), hand-computed values, and guard elements around
-the output (the gate, see llm_algo.kernel_checks).
+the output (the gate, see llm_algo.references.kernels).
 
 `apply_activation` is a `@triton.jit` function: the checks run it through a small elementwise kernel that receives
 it as a `tl.constexpr` argument. Triton is imported inside functions only (see tests/checks/p03_matmul.py)."""
@@ -11,10 +11,10 @@ import torch
 import torch.nn.functional as F
 
 from llm_algo.bench import baseline_rows, flops_row
-from llm_algo.checking import Checks, describe, expect, expect_close, expect_tensor
+from llm_algo.check import Checks, describe, expect, expect_close, expect_tensor
+from llm_algo.check.restrictions import MATMUL
 from llm_algo.device import policy, triton_device, triton_dtypes
-from llm_algo.kernel_checks import expect_guard_untouched, expect_refused, guarded, random_window
-from llm_algo.restrictions import MATMUL
+from llm_algo.references.kernels import expect_guard_untouched, expect_refused, guarded, random_window
 
 checks = Checks("p03.matmul_epilogue", triton=True)
 checks.restrict(

@@ -1,16 +1,16 @@
 """Checks for p03.softmax. References: `torch.softmax` and `torch.logsumexp` in float64, closed forms
 (softmax of [0, ln 2, ln 3] is [1, 2, 3] / 6), and guard elements around the output that catch writes a
-missing mask lets through. The guard checks are gates (see llm_algo.kernel_checks)."""
+missing mask lets through. The guard checks are gates (see llm_algo.references.kernels)."""
 
 import math
 
 import torch
 
 from llm_algo.bench import bandwidth_row, baseline_rows, copy_row
-from llm_algo.checking import Checks, describe, expect, expect_close, expect_tensor
+from llm_algo.check import Checks, describe, expect, expect_close, expect_tensor
+from llm_algo.check.restrictions import LOGSUMEXP, SOFTMAX
 from llm_algo.device import policy, triton_device, triton_dtypes
-from llm_algo.kernel_checks import expect_guard_untouched, expect_refused, guarded, random_window
-from llm_algo.restrictions import LOGSUMEXP, SOFTMAX
+from llm_algo.references.kernels import expect_guard_untouched, expect_refused, guarded, random_window
 
 checks = Checks("p03.softmax", triton=True)
 checks.restrict(

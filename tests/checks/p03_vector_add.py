@@ -1,16 +1,16 @@
 """Checks for p03.vector_add. References: `torch.add` and a hand-checkable case; guard bytes after the
 output catch writes that a missing mask lets through. Small shapes under the interpreter, larger compiled.
 
-The guard checks are gates (see llm_algo.kernel_checks): they call the kernel on windows of larger buffers, so
+The guard checks are gates (see llm_algo.references.kernels): they call the kernel on windows of larger buffers, so
 an unmasked kernel writes into memory the check owns. Until they pass, the other checks (which let the wrapper
 allocate exactly sized outputs, where an out-of-bounds write would corrupt the process) are not run."""
 
 import torch
 
 from llm_algo.bench import bandwidth_row, copy_row
-from llm_algo.checking import Checks, describe, expect, expect_close, expect_tensor
+from llm_algo.check import Checks, describe, expect, expect_close, expect_tensor
 from llm_algo.device import policy, triton_device, triton_dtypes
-from llm_algo.kernel_checks import expect_guard_untouched, expect_refused, guarded, random_window
+from llm_algo.references.kernels import expect_guard_untouched, expect_refused, guarded, random_window
 
 checks = Checks("p03.vector_add", triton=True)
 checks.restrict(

@@ -1,6 +1,6 @@
 """Realistic wrong versions of the p02.attention_mha_gqa solutions; every one must be rejected by a check."""
 
-from llm_algo.mutants import Mutant
+from llm_algo.mutation import Mutant
 
 MUTANTS = [
     # repeat_kv

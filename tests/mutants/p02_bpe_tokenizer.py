@@ -1,6 +1,6 @@
 """Realistic wrong versions of the p02.bpe_tokenizer solutions; every one must be rejected by a check."""
 
-from llm_algo.mutants import Mutant
+from llm_algo.mutation import Mutant
 
 PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?[^\W\d_]+| ?\d+| ?(?:[^\s\w]|_)+|\s+(?!\S)|\s+"""
 

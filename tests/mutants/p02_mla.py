@@ -1,6 +1,6 @@
 """Realistic wrong versions of the p02.mla solutions; every one must be rejected by a check."""
 
-from llm_algo.mutants import Mutant
+from llm_algo.mutation import Mutant
 
 MUTANTS = [
     # kv_cache_elements_per_token

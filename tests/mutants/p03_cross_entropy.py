@@ -1,7 +1,7 @@
 """Realistic wrong versions of the p03.cross_entropy solutions; every one must be rejected by a check (on the CPU
 through Triton's interpreter)."""
 
-from llm_algo.mutants import Mutant
+from llm_algo.mutation import Mutant
 
 MUTANTS = [
     Mutant(

@@ -1,6 +1,6 @@
 """Realistic wrong versions of the p03.debugging solutions; every one must be rejected by a check (on the CPU)."""
 
-from llm_algo.mutants import Mutant
+from llm_algo.mutation import Mutant
 
 MUTANTS = [
     # row_max

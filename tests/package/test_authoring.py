@@ -6,7 +6,7 @@ import ast
 
 import pytest
 
-from llm_algo.authoring import BEGIN, END, LessonBuilder, skeleton, strip_markers
+from llm_algo.authoring.builder import BEGIN, END, LessonBuilder, skeleton, strip_markers
 from llm_algo.notebook import source_hash
 
 SOLUTION = f'''def attention(q, k, v, causal=False):

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from tiny_lab import MAIN_REPO
 
-from llm_algo.authoring import build
-from llm_algo.part_index import part_readme
+from llm_algo.authoring.builder import build
+from llm_algo.authoring.part_index import part_readme
 from llm_algo.paths import PART_PATTERN
 
 SOURCES = sorted((MAIN_REPO / "authoring").glob("p*.py"))

@@ -1,6 +1,6 @@
-"""The bounds checker (llm_algo.bounds): reads and writes past a kernel's tensor arguments are caught under Triton's
+"""The bounds checker (llm_algo.check.bounds): reads and writes past a kernel's tensor arguments are caught under Triton's
 interpreter, with the notebook cell and line; accesses that stay inside pass; gate checks run kernels interpreted on
-the compiled path too (llm_algo.kernel_checks.interpreted_kernels)."""
+the compiled path too (llm_algo.grading.interpreted.interpreted_kernels)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from llm_algo import bounds, device
-from llm_algo.checking import CheckSpec, run_check
-from llm_algo.kernel_checks import expect_refused, interpreted_kernels
+from llm_algo import device
+from llm_algo.check import CheckSpec, bounds
+from llm_algo.grading.interpreted import interpreted_kernels
+from llm_algo.grading.run import run_check
+from llm_algo.references.kernels import expect_refused
 
 device.policy()  # before anything imports Triton: its interpreter, as in the grader
 
@@ -192,8 +194,8 @@ def test_on_the_compiled_path_a_gate_runs_the_kernel_interpreted_and_puts_it_bac
 COMPILED_PATH = """
 import torch, triton, triton.language as tl
 from triton.runtime.jit import JITFunction
-from llm_algo import bounds
-from llm_algo.kernel_checks import interpreted_kernels
+from llm_algo.check import bounds
+from llm_algo.grading.interpreted import interpreted_kernels
 from tiny_kernel import row_sum_kernel, helper
 
 bounds.install()

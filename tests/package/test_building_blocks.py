@@ -8,10 +8,11 @@ import os
 import pytest
 from tiny_lab import Lab
 
-from llm_algo import device, grading, lesson_cache
-from llm_algo.loader import MODE_ENV, load_namespace
+from llm_algo import device
+from llm_algo.grading import cache as lesson_cache
+from llm_algo.grading.execute import MODE_ENV, load_namespace
 from llm_algo.notebook import read_lesson
-from llm_algo.notebook_api import setup_lesson
+from llm_algo.session import setup_lesson
 
 USES_TINY = 'add_one_from_tiny = lesson.use("p02.tiny", "add_one")\nassert add_one_from_tiny(1) == 2'
 
@@ -49,7 +50,7 @@ def test_a_wrong_exercise_lends_the_reference(lab: Lab, capsys: pytest.CaptureFi
     lab.add_lesson(exercise_source="def add_one(x):\n    return x + 2")
     add_next_lesson(lab)
     block, said = borrow(capsys)
-    assert said == "add_one: using reference from 02_Tiny.ipynb — yours is failed (0/3 checks pass)"
+    assert said == "add_one: using reference from 02_Tiny.ipynb — yours fails (0/3 checks pass)"
     assert block(41) == 42
 
 
@@ -76,12 +77,12 @@ def test_an_exercise_cell_that_does_not_run_lends_the_reference(lab: Lab, capsys
     lab.add_lesson(exercise_source="def add_one(x)\n    return x + 1")  # a syntax error
     add_next_lesson(lab)
     block, said = borrow(capsys)
-    assert said == "add_one: using reference from 02_Tiny.ipynb — yours is failed (0/3 checks pass)"
+    assert said == "add_one: using reference from 02_Tiny.ipynb — yours fails (0/3 checks pass)"
     assert block(41) == 42
 
 
 GPU_ONLY_CHECKS = """
-from llm_algo.checking import Checks, expect
+from llm_algo.check import Checks, expect
 
 checks = Checks({lesson_id!r})
 
@@ -113,7 +114,7 @@ def test_an_exercise_whose_checks_were_all_skipped_lends_the_reference(
         block, said = borrow(capsys)
     finally:
         device.policy.cache_clear()
-    assert said == "add_one: using reference from 02_Tiny.ipynb — yours is not attempted (0/3 checks pass)"
+    assert said == "add_one: using reference from 02_Tiny.ipynb — yours needs a GPU to be graded (0/3 checks pass)"
     assert "solution add_one" in block.__code__.co_filename
 
 
@@ -128,7 +129,7 @@ def test_an_earlier_lesson_is_loaded_once_until_it_changes(lab: Lab, capsys: pyt
     changed, said = borrow(capsys)
 
     assert changed is not first and changed(1) == 2  # the learner broke it: the reference again
-    assert said == "add_one: using reference from 02_Tiny.ipynb — yours is failed (0/3 checks pass)"
+    assert said == "add_one: using reference from 02_Tiny.ipynb — yours fails (0/3 checks pass)"
 
 
 def test_loading_a_lesson_in_solution_mode_borrows_references(lab: Lab, capsys: pytest.CaptureFixture) -> None:
@@ -148,8 +149,8 @@ def test_a_new_kernel_takes_the_verdict_kept_on_disk(
     path = lab.add_lesson(solved=True)
     add_next_lesson(lab)
     graded = []
-    real = grading.check_exercise
-    monkeypatch.setattr(grading, "check_exercise", lambda *args, **kw: graded.append(1) or real(*args, **kw))
+    real = lesson_cache.check_exercise
+    monkeypatch.setattr(lesson_cache, "check_exercise", lambda *args, **kw: graded.append(1) or real(*args, **kw))
 
     borrow(capsys)
     lesson_cache.clear()  # as in a new process

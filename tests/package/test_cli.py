@@ -37,9 +37,9 @@ def test_progress_prints_the_table_that_pytest_wrote(lab: Lab) -> None:
     assert done.returncode == 0, done.stderr
     assert "No results yet" not in done.stdout
     header = table_row(done.stdout, "part")
-    assert header == ["part", "lessons", "exercises", "passed", "failed", "not attempted"]
-    assert table_row(done.stdout, PART) == [PART, "3", "3", "1", "1", "1"]
-    assert table_row(done.stdout, "total") == ["total", "3", "3", "1", "1", "1"]
+    assert header == ["part", "lessons", "exercises", "passed", "failed", "not attempted", "needs a GPU"]
+    assert table_row(done.stdout, PART) == [PART, "3", "3", "1", "1", "1", "0"]
+    assert table_row(done.stdout, "total") == ["total", "3", "3", "1", "1", "1", "0"]
 
 
 def test_doctor_reports_the_machine_and_each_lesson(lab: Lab) -> None:

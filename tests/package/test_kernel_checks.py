@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from llm_algo.checking import CheckFailed
-from llm_algo.kernel_checks import expect_guard_untouched, guarded
+from llm_algo.check import CheckFailed
+from llm_algo.references.kernels import expect_guard_untouched, guarded
 
 
 def check(buffer: torch.Tensor, window_shape: tuple[int, ...], **kwargs) -> None:

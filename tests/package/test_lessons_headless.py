@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from tiny_lab import MAIN_REPO, clear_caches
 
-from llm_algo.notebook_api import DEFERRED
+from llm_algo.headless import RunReport, run_notebooks
 from llm_algo.paths import lesson_notebooks
-from llm_algo.runner import RunReport, run_notebooks
+from llm_algo.session_report import DEFERRED
 
 NOTEBOOKS = lesson_notebooks(MAIN_REPO)
 KERNELS_AT_ONCE = 2

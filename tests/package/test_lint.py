@@ -1,4 +1,4 @@
-"""`llm_algo.lint`: a notebook built by LessonBuilder keeps the contract, and each broken rule gives an error
+"""`llm_algo.authoring.lint`: a notebook built by LessonBuilder keeps the contract, and each broken rule gives an error
 that names the notebook (and the cell, for rules about a cell)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pytest
 from tiny_lab import ADD_ONE_SOLVED, CHECK_CELL, EXERCISE_CELL, MUTANTS, SOLUTION_CELL, WEAK_CHECKS, Lab
 
-from llm_algo.lint import lint
+from llm_algo.authoring.lint import lint
 
 NOTEBOOK = "02_PyTorch_Algorithms/02_Tiny.ipynb"
 pytestmark = pytest.mark.filterwarnings("ignore:Non-unique cell id")  # nbformat's reader renames duplicates

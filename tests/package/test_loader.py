@@ -10,9 +10,9 @@ import traceback
 import pytest
 from tiny_lab import ADD_ONE_SOLVED, EXERCISE_CELL, Lab
 
-from llm_algo.checking import load_checks, run_check
-from llm_algo.grading import check_exercise
-from llm_algo.loader import load_namespace
+from llm_algo.check import load_checks
+from llm_algo.grading.execute import load_namespace
+from llm_algo.grading.run import check_exercise, run_check
 from llm_algo.notebook import NotebookError, read_lesson
 
 NOTEBOOK = "02_PyTorch_Algorithms/02_Tiny.ipynb"

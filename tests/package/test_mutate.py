@@ -1,4 +1,4 @@
-"""Automatic mutants (`llm_algo.automutate`) and `python -m llm_algo mutate`: each operator on a small source,
+"""Automatic mutants (`llm_algo.mutation.generate`) and `python -m llm_algo mutate`: each operator on a small source,
 one located edit per mutant, stable ids, and a tiny lesson graded end to end with its equivalents file."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import textwrap
 import pytest
 from tiny_lab import Lab
 
-from llm_algo.automutate import OPERATORS, given_lines, mutate_source
-from llm_algo.mutants import StaleMutant
+from llm_algo.mutation.generate import OPERATORS, given_lines, mutate_source
+from llm_algo.mutation.mutants import StaleMutant
 
 
 def mutated(operator: str, source: str) -> list[str]:
@@ -186,7 +186,7 @@ def add_one(x):
 '''
 
 INTEGER_CHECKS = '''
-from llm_algo.checking import Checks, expect
+from llm_algo.check import Checks, expect
 
 checks = Checks({lesson_id!r})
 
@@ -207,7 +207,7 @@ def positive_integers(ex):
 
 def tiny_mutants(lab: Lab) -> dict[tuple[str, str], str]:
     """(line before, line after) -> mutant id, for the tiny lesson's automatic mutants."""
-    from llm_algo.automutate import generate
+    from llm_algo.mutation.generate import generate
     from llm_algo.notebook import read_lesson
 
     mutants = generate(read_lesson(lab.notebook_path("02_Tiny.ipynb")))

@@ -1,4 +1,4 @@
-"""Declared restrictions (llm_algo.restrictions): the shortcuts a reviewer found are rejected with one line that
+"""Declared restrictions (llm_algo.check.restrictions): the shortcuts a reviewer found are rejected with one line that
 names the forbidden call and where it was made; correct alternatives, the checks' own references and Triton's
 launcher stay allowed; a violation that the learner's code (or a check) swallows still fails.
 
@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 from tiny_lab import EXERCISE_CELL, MAIN_REPO, Lab
 
-from llm_algo.checking import CheckResult, load_checks
-from llm_algo.grading import check_exercise
-from llm_algo.loader import load_namespace
+from llm_algo.check import load_checks
+from llm_algo.grading.execute import load_namespace
+from llm_algo.grading.run import check_exercise
 from llm_algo.notebook import Lesson, read_lesson
-from llm_algo.notebook_api import setup_lesson
+from llm_algo.outcome import CheckResult
 from llm_algo.paths import lesson_notebooks
+from llm_algo.session import setup_lesson
 
 FORBIDS = "which this exercise forbids"
 
@@ -267,7 +268,7 @@ def test_correct_alternatives_pass_and_the_checks_references_are_allowed(lab: La
 RESTRICTED_CHECKS = '''
 import torch
 
-from llm_algo.checking import Checks, expect, expect_close
+from llm_algo.check import Checks, expect, expect_close
 
 checks = Checks({lesson_id!r})
 checks.restrict("add_one", forbid=[torch.add], instead="add with the + operator")
@@ -346,7 +347,7 @@ def test_a_live_kernel_namespace_is_watched_too(lab: Lab, capsys: pytest.Capture
     session.check("add_one")
     out = capsys.readouterr().out
     assert out.splitlines()[0].startswith("add_one: ❌ failed")
-    assert f"why: calls torch.add at line 3 of `add_one`, {FORBIDS}: add with the + operator" in out
+    assert f"\n    calls torch.add at line 3 of `add_one`, {FORBIDS}: add with the + operator" in out
 
 
 # ----------------------------------------------------------------------------- the declarations themselves

@@ -7,7 +7,7 @@ import json
 
 from tiny_lab import ADD_ONE, ADD_ONE_SOLVED, EXERCISE_CELL, PART, Lab
 
-from llm_algo.notebook_api import CHECK_MIME
+from llm_algo.session_report import CHECK_MIME
 
 
 def tagged(notebook: dict, tag: str) -> list[dict]:

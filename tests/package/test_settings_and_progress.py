@@ -7,7 +7,7 @@ import json
 import pytest
 from tiny_lab import PART, Lab
 
-from llm_algo.progress import exercise_status, part_summary, save_results
+from llm_algo.progress import part_summary, save_results
 from llm_algo.settings import CHECK_TIMEOUT, SettingError, resolve
 
 
@@ -36,22 +36,6 @@ def test_an_invalid_environment_value_names_the_variable(monkeypatch: pytest.Mon
         resolve(CHECK_TIMEOUT)
 
 
-@pytest.mark.parametrize(
-    ("outcomes", "status"),
-    [
-        (["passed", "passed"], "passed"),
-        (["passed", "skipped"], "passed"),  # a GPU-only check skipped on a CPU machine
-        (["passed", "failed"], "failed"),
-        (["not_attempted", "failed"], "failed"),
-        (["not_attempted", "not_attempted"], "not attempted"),
-        (["skipped"], "not attempted"),  # nothing graded is never a pass
-        ([], "not attempted"),
-    ],
-)
-def test_exercise_status(outcomes: list[str], status: str) -> None:
-    assert exercise_status(outcomes) == status
-
-
 def test_results_merge_so_a_partial_run_keeps_the_rest(lab: Lab) -> None:
     lab.add_lesson("p02.healthy", "01_Healthy.ipynb")
     lab.add_lesson()
@@ -60,7 +44,9 @@ def test_results_merge_so_a_partial_run_keeps_the_rest(lab: Lab) -> None:
 
     results = json.loads((lab.root / ".llm_algo" / "results.json").read_text(encoding="utf-8"))
     assert results["p02.healthy"] == {"add_one::adds_one_to_two": "passed", "add_one::random_integers": "passed"}
-    assert part_summary(results) == {PART: {"lessons": 2, "exercises": 2, "passed": 2, "failed": 0, "not attempted": 0}}
+    assert part_summary(results) == {
+        PART: {"lessons": 2, "exercises": 2, "passed": 2, "failed": 0, "not attempted": 0, "needs a GPU": 0}
+    }
     assert part_summary(results, only={"p02.tiny"}) == {
-        PART: {"lessons": 1, "exercises": 1, "passed": 1, "failed": 0, "not attempted": 0}
+        PART: {"lessons": 1, "exercises": 1, "passed": 1, "failed": 0, "not attempted": 0, "needs a GPU": 0}
     }

@@ -4,7 +4,8 @@
 
 from __future__ import annotations
 
-from llm_algo.checking import CheckSpec, run_check
+from llm_algo.check import CheckSpec
+from llm_algo.grading.run import run_check
 
 
 def compile_error(message: str) -> Exception:

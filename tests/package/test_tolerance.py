@@ -1,4 +1,4 @@
-"""The one tolerance policy (llm_algo.tolerance.mismatch): dtype defaults, baseline widening, NaN, inf, and
+"""The one tolerance policy (llm_algo.check.tolerance.mismatch): dtype defaults, baseline widening, NaN, inf, and
 exact integers."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from llm_algo.tolerance import BASELINE_FACTOR, DEFAULT_TOLERANCES, mismatch
+from llm_algo.check.tolerance import BASELINE_FACTOR, DEFAULT_TOLERANCES, mismatch
 
 
 def oracle(n: int = 1000, scale: float = 1.0) -> torch.Tensor:

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from tiny_lab import ADD_ONE_SOLVED, Lab, clear_caches
 
-from llm_algo.checking import CheckResult
-from llm_algo.grading import Unit
+from llm_algo.grading.lesson import Unit
+from llm_algo.outcome import CheckResult
 from llm_algo.settings import WARM_GRADER
-from llm_algo.worker import grade_in_subprocess, start_zygote
+from llm_algo.worker.child import grade_in_subprocess, start_zygote
 
 CHECKS = ("add_one::adds_one_to_two", "add_one::random_integers", "add_one::tensors_elementwise")
 

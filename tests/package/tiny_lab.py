@@ -16,10 +16,10 @@ import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import llm_algo.lesson_cache
-import llm_algo.notebook_api
+import llm_algo.grading.cache
 import llm_algo.paths
-from llm_algo.authoring import LessonBuilder, serialize, strip_markers
+import llm_algo.session
+from llm_algo.authoring.builder import LessonBuilder, serialize, strip_markers
 
 PART = "02_PyTorch_Algorithms"
 MAIN_REPO = Path(__file__).resolve().parents[2]
@@ -42,7 +42,7 @@ SOLUTION_CELL = 'cell 7 (solution "add_one")'
 CHECKS = '''
 import torch
 
-from llm_algo.checking import Checks, describe, expect, expect_close
+from llm_algo.check import Checks, describe, expect, expect_close
 
 checks = Checks({lesson_id!r})
 
@@ -73,7 +73,7 @@ def tensors_elementwise(ex):
 WEAK_CHECKS = """
 import torch
 
-from llm_algo.checking import Checks, expect
+from llm_algo.check import Checks, expect
 
 checks = Checks({lesson_id!r})
 
@@ -94,7 +94,7 @@ def one_tensor(ex):
 """
 
 MUTANTS = """
-from llm_algo.mutants import Mutant
+from llm_algo.mutation import Mutant
 
 MUTANTS = [
     Mutant("add_one", "adds_two", "off by one: adds two", [("return x + 1", "return x + 2")]),
@@ -103,7 +103,7 @@ MUTANTS = [
 """
 
 STALE_MUTANTS = """
-from llm_algo.mutants import Mutant
+from llm_algo.mutation import Mutant
 
 MUTANTS = [
     Mutant("add_one", "adds_two", "off by one: adds two", [("return x + 1", "return x + 2")]),
@@ -233,7 +233,7 @@ class Lab:
             checks.format(lesson_id=lesson_id), encoding="utf-8"
         )
         (self.root / "tests" / "mutants" / f"{module}.py").write_text(mutants, encoding="utf-8")
-        llm_algo.notebook_api._lesson_index.cache_clear()
+        llm_algo.grading.cache._lesson_index.cache_clear()
         return path
 
     @staticmethod
@@ -282,5 +282,5 @@ def clear_caches() -> None:
     """repo_root(), the lesson index and the lessons that `use` loaded are cached per process; a test that moves
     LLM_ALGO_ROOT clears them."""
     llm_algo.paths.repo_root.cache_clear()
-    llm_algo.notebook_api._lesson_index.cache_clear()
-    llm_algo.lesson_cache.clear()
+    llm_algo.grading.cache._lesson_index.cache_clear()
+    llm_algo.grading.cache.clear()

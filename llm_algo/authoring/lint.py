@@ -11,11 +11,11 @@ from pathlib import Path
 
 import nbformat
 
-from .authoring import STOP_MARKER
-from .checking import load_checks
-from .mutants import load_mutants
-from .notebook import TAGS, Cell, Lesson, NotebookError, read_lesson
-from .paths import NOTEBOOK_PATTERN, display_path, is_lesson_path, lesson_notebooks, part_dirs, repo_root
+from ..check.api import load_checks
+from ..mutation.mutants import load_mutants
+from ..notebook import TAGS, Cell, Lesson, NotebookError, read_lesson
+from ..paths import NOTEBOOK_PATTERN, display_path, is_lesson_path, lesson_notebooks, part_dirs, repo_root
+from .builder import STOP_MARKER
 
 ID_PATTERN = re.compile(r"^p(\d\d)\.[a-z0-9_]+$")
 MIN_CHECKS, MIN_MUTANTS = 3, 2

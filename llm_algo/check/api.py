@@ -1,4 +1,4 @@
-"""What a check is, how a lesson's checks are declared, and how one check is run.
+"""The check author's API: what a check is, how a lesson declares its checks, and the expectations they raise.
 
 A lesson's checks live in `tests/checks/<lesson id with _>.py`:
 
@@ -12,38 +12,25 @@ A lesson's checks live in `tests/checks/<lesson id with _>.py`:
 
 `ex` gives the exercise's names (`ex.rms_norm`), taken from the learner's notebook, the reference
 solution, or a mutant. The pytest plugin and the notebook's `check("rmsnorm")` both run these
-functions through `run_check`, so the two can never disagree.
+functions through `llm_algo.grading.run.run_check`, so the two can never disagree.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import random
-import re
 import sys
-import time
-import traceback
-import zlib
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
 
-from . import device as device_policy
-from .paths import checks_module_path, display_path
-from .restrictions import Enforcement, Restriction
+from .. import device as device_policy
+from ..outcome import check_key
+from ..paths import checks_module_path, display_path
+from .failure import CheckFailed
+from .restrictions import Restriction
 from .tolerance import mismatch
-
-NOTEBOOK_FRAME_PREFIX = "<notebook "  # prefix of the pseudo file names that notebook cells run under
-
-
-class CheckFailed(AssertionError):
-    """Raised by a check: which input, what was expected, what came back, the likely mistake."""
-
-    def __init__(self, summary: str, *, input: str = "", expected: str = "", got: str = "", hint: str = ""):
-        super().__init__(summary)
-        self.summary, self.input, self.expected, self.got, self.hint = summary, input, expected, got, hint
 
 
 @dataclass(frozen=True)
@@ -61,7 +48,7 @@ class CheckSpec:
 
     @property
     def key(self) -> str:
-        return f"{self.exercise}::{self.name}"
+        return check_key(self.exercise, self.name)
 
 
 class Checks:
@@ -72,7 +59,7 @@ class Checks:
         self.triton = triton
         self.specs: list[CheckSpec] = []
         self.restrictions: dict[str, Restriction] = {}
-        self.tunes_every_config = False  # True: the grader keeps every autotuner config (llm_algo.grading_autotune)
+        self.tunes_every_config = False  # True: the grader keeps every autotuner config (llm_algo.grading.autotune)
         self.benchmark: Callable | None = None  # set by load_checks from the module's `benchmark`, if any
 
     def __call__(
@@ -106,7 +93,7 @@ class Checks:
         return register
 
     def restrict(self, *exercises: str, instead: str, forbid: Iterable = (), kernel: bool = False) -> None:
-        """Declare what the learner's code may not do while these exercises' checks run (llm_algo.restrictions):
+        """Declare what the learner's code may not do while these exercises' checks run (llm_algo.check.restrictions):
         `forbid` torch functions, Tensor methods, Python functions, classes and modules (or module names);
         `kernel=True`: results must come from a @triton.jit kernel of the learner's. A violation fails the check
         with one line that names the call, where it was made, and `instead`: what the exercise asks for."""
@@ -142,7 +129,7 @@ def load_checks(lesson_id: str) -> Checks:
     if not isinstance(registry, Checks) or registry.lesson_id != lesson_id:
         raise TypeError(f"{display_path(path)} must define `checks = Checks({lesson_id!r})`")
     registry.benchmark = getattr(module, "benchmark", None)  # optional: `benchmark(ex) -> list[BenchRow]`
-    if registry.triton:  # kernels run by Triton's interpreter are bounds-checked (llm_algo.bounds)
+    if registry.triton:  # kernels run by Triton's interpreter are bounds-checked (llm_algo.check.bounds)
         from . import bounds
 
         bounds.install()
@@ -245,7 +232,7 @@ def expect_close(
     hint: str = "",
     what: str = "output",
 ) -> None:
-    """Shape check, then the package's tolerance policy (llm_algo.tolerance) against a float64 oracle."""
+    """Shape check, then the package's tolerance policy (llm_algo.check.tolerance) against a float64 oracle."""
     expect_tensor(got, shape=oracle.shape, input=input, what=what)
     found = mismatch(got, oracle, dtype=dtype or got.dtype, baseline=baseline)
     if found:
@@ -267,144 +254,3 @@ def describe(**tensors) -> str:
         else:
             parts.append(f"{name}={value!r}")
     return ", ".join(parts)
-
-
-# ----------------------------------------------------------------------------- running one check
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    key: str
-    outcome: str  # passed | failed | not_attempted | skipped
-    description: str = ""
-    summary: str = ""
-    input: str = ""
-    expected: str = ""
-    got: str = ""
-    hint: str = ""
-    path: str = ""  # where it ran: cpu, cuda, triton interpreter, triton compiled
-    seconds: float = 0.0
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict) -> CheckResult:
-        return cls(**data)
-
-
-def seed_for(spec: CheckSpec) -> int:
-    return zlib.crc32(f"{spec.lesson_id}:{spec.key}".encode())
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    torch.manual_seed(seed)
-    try:
-        import numpy as np
-
-        np.random.seed(seed % 2**32)
-    except ImportError:  # numpy is a dependency, but a check must not die for want of it
-        pass
-
-
-def execution_path(triton: bool) -> str:
-    policy = device_policy.policy()
-    return f"triton {policy.triton_path}" if triton else policy.device
-
-
-def notebook_location(exc: BaseException) -> str:
-    """The innermost frame that ran notebook code, as `02_RMSNorm.ipynb, cell 7 (exercise "rmsnorm"), line 3`."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith(NOTEBOOK_FRAME_PREFIX)]
-    return source_location(frames[-1].filename, frames[-1].lineno) if frames else ""
-
-
-def source_location(filename: str, lineno: int) -> str:
-    """A notebook cell's pseudo file name and a line as the learner reads them; "" for any other file."""
-    if not filename.startswith(NOTEBOOK_FRAME_PREFIX):
-        return ""
-    where = re.sub(r"\((\w+) (\w+)\)$", r'(\1 "\2")', filename[len(NOTEBOOK_FRAME_PREFIX) : -1])
-    return f"{where}, line {lineno}"
-
-
-def _caused_by_not_implemented(exc: BaseException | None) -> bool:
-    """A check that wrapped the exercise's NotImplementedError in another error still means not attempted."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, NotImplementedError) or _skeleton_kernel_compile_error(exc):
-            return True
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return False
-
-
-def _skeleton_kernel_compile_error(exc: BaseException) -> bool:
-    """A GPU cannot compile a `@triton.jit` skeleton whose body is `raise NotImplementedError` (the interpreter runs
-    it as Python and raises): Triton's compile error quotes that source line."""
-    return type(exc).__module__.startswith("triton") and "raise NotImplementedError" in str(exc)
-
-
-def _not_attempted(exc: BaseException, common: dict) -> CheckResult:
-    where = notebook_location(exc)
-    return CheckResult(
-        outcome="not_attempted", summary=f"still raises NotImplementedError{' at ' + where if where else ''}", **common
-    )
-
-
-def run_check(spec: CheckSpec, namespace: dict, lesson_name: str, *, triton: bool = False) -> CheckResult:
-    """Run one check against a namespace; never raises (but lets KeyboardInterrupt through)."""
-    path = execution_path(triton)
-    common = {"key": spec.key, "description": spec.description, "path": path}
-    if spec.requires_cuda and not device_policy.policy().has_cuda:
-        return CheckResult(outcome="skipped", summary="needs a CUDA GPU; this machine has none", **common)
-    if spec.requires_compiled and device_policy.policy().triton_path != "compiled":
-        return CheckResult(
-            outcome="skipped",
-            summary="needs Triton compiled on a GPU of compute capability 8.0+; here kernels run in the interpreter",
-            **common,
-        )
-    seed_everything(seed_for(spec))
-    from .kernel_checks import checked_kernels  # reads out of bounds fail; gates run kernels interpreted everywhere
-
-    start = time.perf_counter()
-    with (
-        checked_kernels(namespace, gate=triton and spec.gate),
-        Enforcement(spec.restriction, namespace, spec.func.__globals__, source_location) as enforcement,
-    ):
-        result = _outcome(spec, enforcement.exercise(Exercise(namespace, lesson_name)), common, start)
-    violation = enforcement.violation(passed=result.outcome == "passed")
-    if violation:  # a forbidden call fails the check even when the learner's code (or the check) swallowed it
-        return replace(result, outcome="failed", summary=violation, input="", expected="", got="", hint="")
-    return result
-
-
-def _outcome(spec: CheckSpec, ex, common: dict, start: float) -> CheckResult:
-    try:
-        spec.func(ex)
-    except NotImplementedError as exc:
-        return _not_attempted(exc, common)
-    except CheckFailed as exc:
-        return CheckResult(
-            outcome="failed",
-            summary=exc.summary,
-            input=exc.input,
-            expected=exc.expected,
-            got=exc.got,
-            hint=exc.hint or spec.hint,
-            seconds=time.perf_counter() - start,
-            **common,
-        )
-    except Exception as exc:  # the learner's code raised: report it where it happened
-        if _caused_by_not_implemented(exc):  # also a Triton compile error of a kernel that is still a skeleton
-            return _not_attempted(exc, common)
-        where = notebook_location(exc)
-        kind = "assertion failed" if isinstance(exc, AssertionError) else f"raised {type(exc).__name__}"
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        return CheckResult(
-            outcome="failed",
-            summary=f"{kind}{': ' + message if message else ''}{' at ' + where if where else ''}",
-            hint=spec.hint,
-            seconds=time.perf_counter() - start,
-            **common,
-        )
-    return CheckResult(outcome="passed", seconds=time.perf_counter() - start, **common)

@@ -15,7 +15,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from llm_algo.hf_reference import transformers_module
+from .hf import transformers_module
 
 
 def random_experts(num_experts: int, hidden: int, ffn: int, dtype=torch.float64, num_shared: int = 0):

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import nbformat
 
-from .checking import load_module
-from .notebook import source_hash
-from .paths import repo_root
+from ..check.api import load_module
+from ..notebook import source_hash
+from ..paths import repo_root
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 REPO_URL = "https://github.com/llm-algo-lab/llm-algo-lab"
@@ -169,7 +169,17 @@ class LessonBuilder:
                 {"jupyter": {"source_hidden": True}, "cellView": "form"},
             )
 
+    @property
+    def source_path(self) -> str:
+        return f"authoring/{self.id.replace('.', '_')}.py"
+
     def notebook(self) -> nbformat.NotebookNode:
+        cells = [nbformat.from_dict(dict(cell)) for cell in self.cells]
+        if cells and cells[0].cell_type == "markdown":
+            cells[0].source += (
+                f"\n\n<sub>Generated from [`{self.source_path}`]({os.path.relpath(self.source_path, Path(self.path).parent)})"
+                f" by `python -m llm_algo build {self.id}`: maintainers edit that source, never this notebook.</sub>"
+            )
         nb = nbformat.v4.new_notebook()
         nb.metadata = {
             "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
@@ -182,11 +192,40 @@ class LessonBuilder:
                 "device": self.device,
                 "minutes": self.minutes,
                 "prerequisites": list(self.prerequisites),
+                "built": {"source": self.source_path, "cells": cell_hashes(cells)},
             },
         }
-        nb.cells = self.cells
+        nb.cells = cells
         nb.nbformat, nb.nbformat_minor = 4, 5
         return nb
+
+
+def cell_hashes(cells: list) -> list[str]:
+    """One short hash per cell (its type and source): what `build` compares to find the cells edited by hand."""
+    return [source_hash(f"{cell['cell_type']}\n{''.join(cell['source'])}") for cell in cells]
+
+
+class HandEdited(Exception):
+    """`build` would overwrite a notebook whose cells were edited since it was built."""
+
+
+def edited_cells(path: Path) -> list[str]:
+    """The cells of the notebook at `path` that differ from what `build` wrote there ([] if none, or if the notebook
+    does not exist or predates the recorded hashes), as `cell 7 (code)`."""
+    try:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    built = nb.get("metadata", {}).get("llm_algo", {}).get("built", {}).get("cells")
+    if built is None:
+        return []
+    now = cell_hashes(nb.get("cells", []))
+    changed = [
+        f"cell {i + 1} ({nb['cells'][i]['cell_type']})" for i in range(min(len(now), len(built))) if now[i] != built[i]
+    ]
+    if len(now) != len(built):
+        changed.append(f"{abs(len(now) - len(built))} cell(s) {'added' if len(now) > len(built) else 'deleted'}")
+    return changed
 
 
 def serialize(nb: nbformat.NotebookNode) -> str:
@@ -217,12 +256,23 @@ def build(source: Path) -> tuple[Path, str]:
     return repo_root() / builder.path, serialize(builder.notebook())
 
 
-def build_all(selected: list[str] | None = None) -> list[Path]:
+def build_all(selected: list[str] | None = None, *, force: bool = False) -> list[Path]:
+    """Write the notebooks of the selected lesson sources (all by default). A notebook edited by hand since it was
+    built is not overwritten (HandEdited says which cells and how to keep the edit), unless `force`."""
     written = []
     for source in source_files():
         if selected and source.stem not in {s.replace(".", "_") for s in selected}:
             continue
         path, text = build(source)
+        edited = [] if force else edited_cells(path)
+        if edited:
+            lesson_id = source.stem.replace("_", ".", 1)
+            raise HandEdited(
+                f"{path.relative_to(repo_root())} was edited by hand since it was built ({', '.join(edited)}); "
+                f"building would lose that. Carry the edit into {source.relative_to(repo_root())} (`git diff` on the "
+                f"notebook shows it), then run `python -m llm_algo build {lesson_id} --force`; or `git checkout` the "
+                "notebook to drop the edit."
+            )
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         written.append(path)

@@ -9,9 +9,9 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from .checking import CheckResult
-from .grading import Unit
-from .worker import cancel_children, grade_in_subprocess
+from ..grading.lesson import Unit
+from ..outcome import CheckResult
+from .child import cancel_children, grade_in_subprocess
 
 NOT_GRADED = "was not graded (internal error: please report it)"
 
@@ -32,14 +32,17 @@ class LessonScheduler:
             self.units.setdefault(path, []).append(unit)
         self.order, self.planned = list(self.units), True
 
-    def result(self, path: Path, unit: Unit) -> CheckResult | str:
-        if path not in self.units:  # an item outside the plan: grade it on its own
-            self.units[path] = [unit]
+    def lesson(self, path: Path, units: list[Unit]) -> dict[Unit, CheckResult | str]:
+        """This lesson's results (waiting for its child), with the next lessons started meanwhile. A lesson outside
+        the plan is graded on its own."""
+        if path not in self.units:
+            self.units[path] = list(units)
             self.order.append(path)
         start = self.order.index(path)
         for ahead in self.order[start : start + self.jobs]:
             self._submit(ahead)
-        return self.futures[path].result().get(unit, NOT_GRADED)
+        graded = self.futures[path].result()
+        return {unit: graded.get(unit, NOT_GRADED) for unit in units}
 
     def _submit(self, path: Path) -> None:
         if path in self.futures:

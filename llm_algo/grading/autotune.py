@@ -39,7 +39,7 @@ def install() -> bool:
     """Patch Triton's `Autotuner` for this process. Returns whether it applied: not under the interpreter (which runs
     a single config anyway in every lesson), nor when the autotuner lacks the `prune_configs` method and `do_bench`
     property it patches (Triton 3.6 to 3.9 have both)."""
-    from . import device
+    from .. import device
 
     if device.policy().triton_path != "compiled":
         return False

@@ -1,12 +1,12 @@
 """A warm process that imports torch and the grader once, then forks one grading child per lesson.
 
-`python -m llm_algo.zygote [--extra]` is started by the grader's parent (see `Zygote`). It preloads the modules
+`python -m llm_algo.worker.zygote [--extra]` is started by the grader's parent (see `Zygote`). It preloads the modules
 every lesson needs (torch, numpy, matplotlib, the grading engine; with --extra also transformers' reference models,
 in the idle time between requests) and then waits for requests on stdin, one JSON line each: {"argv": [request, events], "log", "exit_file", "env",
 "cwd"}. For each it forks a child, answers {"pid": ...} and, when the child ends, writes its exit code to
 `exit_file`. The child starts a session of its own (so that the parent can stop it and everything it started),
 sends its output to the log, takes the environment and working folder of the request, and runs
-`llm_algo.worker.main`.
+`llm_algo.worker.grader.main`.
 
 CUDA must not be initialised in a process that forks. The zygote never initialises it: on a machine whose torch
 has no CUDA (or with LLM_ALGO_FORCE_CPU=1) it decides the device policy (which switches Triton's interpreter on)
@@ -33,15 +33,16 @@ CORE_PRELOAD = (
     "numpy",
     "matplotlib.pyplot",
     "IPython.core.inputtransformer2",
-    "llm_algo.grading",
-    "llm_algo.worker",
-    "llm_algo.notebook_api",
-    "llm_algo.kernel_checks",
+    "llm_algo.grading.lesson",
+    "llm_algo.grading.cache",
+    "llm_algo.worker.grader",
+    "llm_algo.session",
+    "llm_algo.references.kernels",
     "llm_algo.bench",
 )
 # Hugging Face reference models: about two seconds, worth it when several lessons are graded (see `serve`).
 EXTRA_PRELOAD = (
-    "llm_algo.hf_reference",
+    "llm_algo.references.hf",
     "transformers",
     "transformers.models.llama.modeling_llama",
     "transformers.models.mixtral.modeling_mixtral",
@@ -106,7 +107,7 @@ def _child(request: dict, decided: bool) -> None:
         os.chdir(request["cwd"])
         random.seed()
         _forget_parent_state()
-        from llm_algo.worker import main
+        from llm_algo.worker.grader import main
 
         code = main(*request["argv"])
     except SystemExit as exc:  # sys.exit() in graded code ends the child as it would end a Python process
@@ -127,11 +128,12 @@ def _child(request: dict, decided: bool) -> None:
 
 def _forget_parent_state() -> None:
     """Caches that depend on the environment or the checkout: the request may name another root."""
-    from llm_algo import lesson_cache, notebook_api, paths
+    from llm_algo import paths
+    from llm_algo.grading import cache
 
     paths.repo_root.cache_clear()
-    notebook_api._lesson_index.cache_clear()
-    lesson_cache.clear()
+    cache._lesson_index.cache_clear()
+    cache.clear()
 
 
 def _write_exit(path: str, code: int) -> None:
@@ -203,7 +205,7 @@ class Zygote:
         self.extra = extra
         self.fingerprint = fingerprint()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "llm_algo.zygote", *(["--extra"] if extra else [])],
+            [sys.executable, "-m", "llm_algo.worker.zygote", *(["--extra"] if extra else [])],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -222,7 +224,7 @@ class Zygote:
         return json.loads(line)
 
     def spawn(self, argv: list[str], *, log: Path, exit_file: Path) -> int:
-        """Fork a child that runs `llm_algo.worker.main(*argv)`; returns its pid."""
+        """Fork a child that runs `llm_algo.worker.grader.main(*argv)`; returns its pid."""
         request = {
             "argv": argv,
             "log": str(log),

@@ -17,10 +17,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .automutate import AutoMutant, generate
-from .mutation_run import LessonRun, Verdict, run_mutants
-from .notebook import Lesson, NotebookError, read_lesson
-from .paths import display_path, lesson_notebooks, module_name, repo_root
+from ..notebook import Lesson, NotebookError, read_lesson
+from ..paths import display_path, lesson_notebooks, module_name, repo_root
+from .generate import AutoMutant, generate
+from .run import LessonRun, Verdict, run_mutants
 
 
 def equivalents_path(lesson_id: str) -> Path:
@@ -192,7 +192,7 @@ def resolve_lessons(names: list[str], every: bool) -> list[Path]:
     """Lesson ids (`p02.rmsnorm`) or notebook paths, or every lesson."""
     if every:
         return lesson_notebooks()
-    from .notebook_api import find_lesson
+    from ..grading.cache import find_lesson
 
     return [Path(name) if name.endswith(".ipynb") else find_lesson(name).path for name in names]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .checking import load_module
-from .paths import display_path, mutants_module_path
+from ..check.api import load_module
+from ..paths import display_path, mutants_module_path
 
 
 class StaleMutant(Exception):

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .checking import CheckFailed, notebook_location
+from ..notebook import notebook_location
+from .failure import CheckFailed
 
 INTERPRETER = "triton.runtime.interpreter"
 HINTS = {
@@ -353,8 +354,8 @@ def install() -> None:
     missing = missing_internals(interpreter)
     if missing:
         raise RuntimeError(
-            f"llm_algo.bounds cannot hook Triton {version}'s interpreter: it lacks {', '.join(missing)} (written "
-            "against Triton 3.6 to 3.9); update llm_algo/bounds.py for this Triton, or install triton 3.6"
+            f"llm_algo.check.bounds cannot hook Triton {version}'s interpreter: it lacks {', '.join(missing)} (written "
+            "against Triton 3.6 to 3.9); update llm_algo/check/bounds.py for this Triton, or install triton 3.6"
         )
     for owner, methods in _hooks(interpreter).items():
         for name, method in methods.items():

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .notebook import read_lesson
-from .paths import part_dirs
+from ..notebook import read_lesson
+from ..paths import part_dirs
 
 PARTS = {
     "00_Prerequisites": ("Python, NumPy and PyTorch for LLM work", "LLM 工作所需的 Python、NumPy 与 PyTorch"),

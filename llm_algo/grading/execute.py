@@ -17,9 +17,8 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-from .checking import notebook_location
-from .mutants import Mutant
-from .notebook import Cell, Lesson, Mode, NotebookError, cell_filename
+from ..mutation.mutants import Mutant
+from ..notebook import Cell, Lesson, Mode, NotebookError, cell_filename, notebook_location
 
 MODE_ENV = "LLM_ALGO_MODE"  # "solution" in a kernel that the headless runner started with the reference solutions
 GRADING_MODE: ContextVar[Mode | None] = ContextVar("llm_algo_grading_mode", default=None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from .hf_reference import tiny_llama_config, transformers_module
+from .hf import tiny_llama_config, transformers_module
 
 
 def randomize_(module: torch.nn.Module) -> torch.nn.Module:

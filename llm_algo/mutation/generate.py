@@ -7,7 +7,7 @@ learner writes are mutated: lines that the exercise cell already gives (signatur
 and decorators, defaults, annotations, docstrings and messages are left alone, and so are performance-only
 knobs (`num_warps`, `num_stages`, `triton.Config`).
 
-An `AutoMutant` is duck-compatible with `llm_algo.mutants.Mutant` for `load_namespace` and the grader
+An `AutoMutant` is duck-compatible with `llm_algo.mutation.Mutant` for `load_namespace` and the grader
 (`.exercise`, `.name`, `.key`, `.mistake`, `.apply(source)`). Its `id` is stable under edits elsewhere in the
 cell: exercise, enclosing function, operator and a digest of the mutated line's text and the edit.
 """
@@ -20,8 +20,8 @@ import hashlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from ..notebook import Lesson
 from .mutants import StaleMutant
-from .notebook import Lesson
 
 # ----------------------------------------------------------------------------------------- the mutant
 

@@ -20,11 +20,13 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from .checking import CheckResult, Checks, load_checks
-from .loader import LoadedLesson, load_namespace
-from .notebook import Lesson, Mode, NotebookError, read_lesson
-from .paths import checks_module_path, repo_root, state_dir
-from .settings import GRADE_UNTOUCHED, resolve
+from ..check.api import Checks, load_checks
+from ..notebook import Lesson, Mode, NotebookError, read_lesson
+from ..outcome import CheckResult
+from ..paths import checks_module_path, lesson_notebooks, repo_root, state_dir
+from ..settings import GRADE_UNTOUCHED, resolve
+from .execute import LoadedLesson, load_namespace
+from .run import check_exercise
 
 Fingerprint = tuple[str, str, str]  # (notebook path, mode, code hash)
 
@@ -109,6 +111,27 @@ def namespace(lesson: Lesson, mode: Mode) -> LoadedLesson:
     return entry.loaded
 
 
+@lru_cache(maxsize=1)
+def _lesson_index() -> dict[str, Path]:
+    index = {}
+    for path in lesson_notebooks():
+        try:
+            index[lesson_at(path).id] = path
+        except (NotebookError, OSError):
+            continue
+    return index
+
+
+def find_lesson(lesson_id: str) -> Lesson:
+    path = _lesson_index().get(lesson_id)
+    if path is None:
+        raise NotebookError(f"no lesson with id {lesson_id!r} in this checkout")
+    try:
+        return lesson_at(path)
+    except FileNotFoundError:
+        return read_lesson(path)  # says which notebook is gone
+
+
 def registry(lesson_id: str) -> Checks:
     """The lesson's checks, imported again only when the checks module changed."""
     path = checks_module_path(lesson_id)
@@ -128,7 +151,6 @@ def _file_hash(path: Path) -> str:
 def learner_verdict(lesson: Lesson, exercise: str, learner: LoadedLesson) -> list[CheckResult]:
     """The results of the exercise's checks on the learner's namespace (from `namespace(lesson, "learner")`),
     run once per content of the notebook and of the checks, and kept on disk for the next process."""
-    from .grading import check_exercise  # grading imports the loader, as this module does; no cycle at import time
 
     checks = registry(lesson.id)
     entry = _namespaces[_fingerprint(lesson, "learner")]
@@ -156,11 +178,12 @@ def _package_fingerprint() -> str:
 
     import torch
 
-    from . import device
+    from .. import device
 
     digest = hashlib.sha1()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        digest.update(path.name.encode() + path.read_bytes())
+    package = Path(__file__).parent.parent
+    for path in sorted(package.rglob("*.py")):
+        digest.update(str(path.relative_to(package)).encode() + path.read_bytes())
     digest.update(f"{torch.__version__} {platform.python_version()} {device.policy().describe()}".encode())
     return digest.hexdigest()
 

@@ -1,6 +1,6 @@
 """Grade a list of automatic mutants of one lesson against their exercises' checks, in a child process.
 
-The child (`python -m llm_algo.mutation_run REQUEST EVENTS`) loads the lesson's checks once, grades the
+The child (`python -m llm_algo.mutation.run REQUEST EVENTS`) loads the lesson's checks once, grades the
 unmutated reference first (a mutant can only be judged against checks that pass on the reference), then each
 mutant: its exercise's checks in turn, gate checks first, stopping at the first failure, each under a time
 limit. The check that rejected the last mutant is tried first on the next one, which changes the cost of a
@@ -22,11 +22,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .automutate import AutoMutant, generate
-from .checking import CheckSpec, load_checks
-from .grading import check_exercise, time_limit
-from .loader import MODE_ENV, load_namespace
-from .notebook import NotebookError, read_lesson
+from ..check.api import CheckSpec, load_checks
+from ..grading.execute import MODE_ENV, load_namespace
+from ..grading.run import check_exercise, time_limit
+from ..notebook import NotebookError, read_lesson
+from .generate import AutoMutant, generate
 
 STARTUP_SECONDS = 60  # importing torch (and Triton) on a slow, busy machine
 QUIET_GRACE_SECONDS = 15
@@ -158,7 +158,7 @@ class _Child:
         request.write_text(json.dumps({"notebook": str(notebook), "ids": ids, "timeout": timeout}), encoding="utf-8")
         with open(self.log, "wb") as output:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "llm_algo.mutation_run", str(request), str(self.events_path)],
+                [sys.executable, "-m", "llm_algo.mutation.run", str(request), str(self.events_path)],
                 stdin=subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,

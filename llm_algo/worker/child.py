@@ -1,11 +1,11 @@
-"""Grade a lesson in a child process, so that a notebook that loops forever, exits the interpreter or
-prints megabytes costs only its own lesson.
+"""The parent's side of grading a lesson in a child process, so that a notebook that loops forever, exits the
+interpreter or prints megabytes costs only its own lesson.
 
 The parent (`grade_in_subprocess`) writes a request file and reads events back from a JSON-lines
-file; the child's stdout and stderr (the learner's prints) go to a log, capped at MAX_PRINTED_CHARS.
+file (the child runs llm_algo.worker.grader); its stdout and stderr (the learner's prints) go to a log, capped.
 When the child dies or runs past its deadline, the unit in flight gets a one-line error naming the
 cell or check, and a new child grades what is left. On Linux the child is forked from a warm zygote
-(llm_algo.zygote) that has imported torch already; elsewhere it is a fresh interpreter.
+(llm_algo.worker.zygote) that has imported torch already; elsewhere it is a fresh interpreter.
 """
 
 from __future__ import annotations
@@ -23,39 +23,15 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from .checking import CheckResult
-from .grading import Unit, grade
-from .lesson_cache import GRADE_UNTOUCHED_NOW
-from .notebook import NotebookError
-from .settings import WARM_GRADER, resolve
+from ..grading.lesson import Unit
+from ..outcome import CheckResult
+from ..settings import WARM_GRADER, resolve
+from .grader import MAX_PRINTED_CHARS
 from .zygote import ForkedChild, Zygote, ZygoteGone, fingerprint
 
 STARTUP_SECONDS = 60  # importing torch on a slow, busy machine
 QUIET_GRACE_SECONDS = 15  # beyond the per-check time limit, which the child enforces itself
 LOG_TAIL_BYTES = 2000
-MAX_PRINTED_CHARS = 2_000_000  # what graded code may print in one grader process; more is a runaway print
-
-
-class TooMuchOutput(Exception):
-    """Raised by print() in the grader process once the learner's code has printed MAX_PRINTED_CHARS."""
-
-
-class CappedStream:
-    """The grader process's stdout or stderr: writes go through up to a limit, then each one raises."""
-
-    def __init__(self, stream, limit: int):
-        self.stream, self.limit, self.written = stream, limit, 0
-
-    def write(self, text: str) -> int:
-        self.written += len(text)
-        if self.written > self.limit:
-            raise TooMuchOutput(
-                f"printed more than {self.limit:,} characters; print shapes or a few values, not whole tensors in a loop"
-            )
-        return self.stream.write(text)
-
-    def __getattr__(self, name: str):
-        return getattr(self.stream, name)
 
 
 def _tail(path: Path) -> str:
@@ -83,7 +59,7 @@ class ColdChild:
     def __init__(self, request: Path, events: Path, log: Path):
         with open(log, "wb") as output:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "llm_algo.worker", str(request), str(events)],
+                [sys.executable, "-m", "llm_algo.worker.grader", str(request), str(events)],
                 stdin=subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,
@@ -213,7 +189,7 @@ def grade_in_subprocess(
     threads: int | None = None,
 ) -> dict[Unit, CheckResult | str]:
     """Results by unit: a CheckResult, or a one-line error string for units that could not run.
-    `grade_untouched` is passed on to `use(...)` in the child (see llm_algo.lesson_cache); `threads` caps torch's
+    `grade_untouched` is passed on to `use(...)` in the child (see llm_algo.grading.cache); `threads` caps torch's
     threads in the child when several lessons are graded at once."""
     results: dict[Unit, CheckResult | str] = {}
     pending = list(units)
@@ -259,32 +235,3 @@ def _casualties(events: list[dict], pending: list[Unit], problem: str) -> tuple[
     if cell:  # loading the notebook for the plain checks of one mode
         return [u for u in pending if not u.is_mutant and u.mode == loading] or pending[:1], where + problem
     return pending, problem
-
-
-def main(request_path: str, events_path: str) -> int:
-    request = json.loads(Path(request_path).read_text())
-    sys.stdout = CappedStream(sys.stdout, MAX_PRINTED_CHARS)
-    sys.stderr = CappedStream(sys.stderr, MAX_PRINTED_CHARS)
-    with open(events_path, "a", encoding="utf-8") as events:
-
-        def emit(event: dict) -> None:
-            events.write(json.dumps(event) + "\n")
-            events.flush()
-
-        if request.get("grade_untouched") is not None:
-            GRADE_UNTOUCHED_NOW.set(request["grade_untouched"])
-        if request.get("threads"):
-            import torch
-
-            torch.set_num_threads(request["threads"])
-        try:
-            grade(request["notebook"], [Unit(**u) for u in request["units"]], timeout=request["timeout"], emit=emit)
-        except (NotebookError, FileNotFoundError, TypeError) as exc:
-            emit({"type": "error", "message": str(exc)})
-            return 1
-        emit({"type": "done"})
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:]))

@@ -1,0 +1,116 @@
+"""Grade a lesson in one process: load the namespace, run checks or mutants, report each result.
+
+`grade(notebook, units, ...)` is what a grading child runs (see `llm_algo.worker`); the notebook's `check(...)`
+runs `llm_algo.grading.run.check_exercise` in the kernel itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..check.api import load_checks
+from ..mutation.mutants import Mutant, StaleMutant, load_mutants
+from ..notebook import Mode, NotebookError, read_lesson
+from ..outcome import CheckResult, Outcome, UnitKey
+from . import autotune
+from .execute import LoadedLesson, load_namespace
+from .run import check_exercise, lost_exercise_cells, time_limit
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One thing to grade: a check in a mode, or a mutant (all of its exercise's checks)."""
+
+    key: str  # a UnitKey written out
+    mode: Mode
+
+    @property
+    def is_mutant(self) -> bool:
+        return UnitKey.parse(self.key).mutant
+
+
+def mutant_verdict(mutant: Mutant, results: list[CheckResult]) -> CheckResult:
+    """A mutant *passes* (is rejected) when some check failed on it."""
+    rejected = [r for r in results if r.outcome is Outcome.FAILED]
+    description = f"mutant {mutant.name}: {mutant.mistake}"
+    key = mutant.key
+    if rejected:
+        first = rejected[0]
+        return CheckResult(
+            key, Outcome.PASSED, description, f"rejected by {first.key}: {first.summary}", path=first.path
+        )
+    ran = [r for r in results if r.outcome is Outcome.PASSED]
+    return CheckResult(
+        key,
+        Outcome.FAILED,
+        description,
+        f"survived: all {len(ran)} checks of exercise {mutant.exercise!r} passed on it ({len(results) - len(ran)} skipped). "
+        "Strengthen the checks so that this mistake is caught; never delete the mutant.",
+    )
+
+
+def grade(notebook: str, units: list[Unit], *, timeout: float, emit: Callable[[dict], None]) -> None:
+    """Grade `units` of one notebook, emitting `{"type": ...}` events: load (a mode), cell, loaded, start and result
+    (these two with the unit's key and mode: one child may grade a lesson's checks in several modes)."""
+    lesson = read_lesson(notebook)
+    registry = load_checks(lesson.id)
+    if registry.triton and not registry.tunes_every_config:
+        autotune.install()  # the grader's autotuners try their smallest config; a learner's notebook keeps all
+    specs = {s.key: s for s in registry.specs}
+    mutants = {m.key: m for m in load_mutants(lesson.id)}
+
+    def before_cell(cell):
+        emit({"type": "cell", "cell": cell.label()})
+
+    def load(mode: Mode, mutant: Mutant | None = None) -> LoadedLesson:
+        emit({"type": "load", "mode": mode})
+        with time_limit(timeout, "running the notebook's cells"):
+            loaded = load_namespace(lesson, mode, mutant=mutant, before_cell=before_cell)
+        loaded.broken.update(lost_exercise_cells(lesson, registry))
+        emit({"type": "loaded"})
+        return loaded
+
+    def report(result: CheckResult, mode: Mode) -> None:
+        emit({"type": "result", "mode": mode, "result": result.to_json()})
+
+    plain = [u for u in units if not u.is_mutant]
+    for mode in dict.fromkeys(u.mode for u in plain):
+        loaded = load(mode)
+        wanted = [specs[u.key] for u in plain if u.mode == mode]
+        exercises = {spec.exercise for spec in wanted}
+        gates = [
+            s for s in registry.specs if s.gate and s.exercise in exercises and s not in wanted
+        ]  # run even if deselected
+        check_exercise(
+            gates + wanted,
+            loaded,
+            lesson,
+            registry,
+            timeout=timeout,
+            on_start=lambda spec, mode=mode: emit({"type": "start", "key": spec.key, "mode": mode}),
+            on_result=lambda result, mode=mode: report(result, mode),
+        )
+
+    for unit in (u for u in units if u.is_mutant):
+        mutant = mutants[unit.key]
+        emit({"type": "start", "key": unit.key, "mode": unit.mode})
+        try:
+            loaded = load("solution", mutant)
+        except StaleMutant as exc:
+            verdict = CheckResult(unit.key, Outcome.FAILED, f"mutant {mutant.name}", str(exc))
+        except (NotebookError, TimeoutError) as exc:
+            verdict = CheckResult(
+                unit.key, Outcome.PASSED, f"mutant {mutant.name}: {mutant.mistake}", f"rejected: loading failed ({exc})"
+            )
+        else:
+            results = check_exercise(
+                registry.for_exercise(mutant.exercise),
+                loaded,
+                lesson,
+                registry,
+                timeout=timeout,
+                stop_at_first_failure=True,
+            )
+            verdict = mutant_verdict(mutant, results)
+        report(verdict, unit.mode)

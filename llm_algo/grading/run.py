@@ -1,0 +1,207 @@
+"""Running checks: one check against a namespace (seeded, time-limited, restrictions enforced, kernels
+bounds-checked), and an exercise's checks in order, gate checks first. Never raises for the learner's mistakes."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import signal
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+
+import torch
+
+from .. import device as device_policy
+from ..check.api import Checks, CheckSpec, Exercise
+from ..check.failure import CheckFailed
+from ..check.restrictions import Enforcement
+from ..notebook import Lesson, NotebookError, notebook_location, source_location
+from ..outcome import CheckResult, Outcome
+from .execute import LoadedLesson
+from .interpreted import checked_kernels
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float, what: str) -> Iterator[None]:
+    """Interrupt Python code (an infinite loop) after `seconds` with a TimeoutError that says what ran."""
+
+    def on_alarm(signum, frame):
+        raise TimeoutError(f"{what} took longer than {seconds:g} s (an infinite loop?)")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def seed_for(spec: CheckSpec) -> int:
+    return zlib.crc32(f"{spec.lesson_id}:{spec.key}".encode())
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        import numpy as np
+
+        np.random.seed(seed % 2**32)
+    except ImportError:  # numpy is a dependency, but a check must not die for want of it
+        pass
+
+
+def execution_path(triton: bool) -> str:
+    policy = device_policy.policy()
+    return f"triton {policy.triton_path}" if triton else policy.device
+
+
+def _caused_by_not_implemented(exc: BaseException | None) -> bool:
+    """A check that wrapped the exercise's NotImplementedError in another error still means not attempted."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, NotImplementedError) or _skeleton_kernel_compile_error(exc):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _skeleton_kernel_compile_error(exc: BaseException) -> bool:
+    """A GPU cannot compile a `@triton.jit` skeleton whose body is `raise NotImplementedError` (the interpreter runs
+    it as Python and raises): Triton's compile error quotes that source line."""
+    return type(exc).__module__.startswith("triton") and "raise NotImplementedError" in str(exc)
+
+
+def _not_attempted(exc: BaseException, common: dict) -> CheckResult:
+    where = notebook_location(exc)
+    return CheckResult(
+        outcome=Outcome.NOT_ATTEMPTED,
+        summary=f"still raises NotImplementedError{' at ' + where if where else ''}",
+        **common,
+    )
+
+
+def run_check(spec: CheckSpec, namespace: dict, lesson_name: str, *, triton: bool = False) -> CheckResult:
+    """Run one check against a namespace; never raises (but lets KeyboardInterrupt through)."""
+    path = execution_path(triton)
+    common = {"key": spec.key, "description": spec.description, "path": path}
+    if spec.requires_cuda and not device_policy.policy().has_cuda:
+        return CheckResult(outcome=Outcome.NEEDS_GPU, summary="needs a CUDA GPU; this machine has none", **common)
+    if spec.requires_compiled and device_policy.policy().triton_path != "compiled":
+        return CheckResult(
+            outcome=Outcome.NEEDS_GPU,
+            summary="needs Triton compiled on a GPU of compute capability 8.0+; here kernels run in the interpreter",
+            **common,
+        )
+    seed_everything(seed_for(spec))
+    start = time.perf_counter()
+    with (
+        checked_kernels(namespace, gate=triton and spec.gate),
+        Enforcement(spec.restriction, namespace, spec.func.__globals__, source_location) as enforcement,
+    ):
+        result = _outcome(spec, enforcement.exercise(Exercise(namespace, lesson_name)), common, start)
+    violation = enforcement.violation(passed=result.outcome is Outcome.PASSED)
+    if violation:  # a forbidden call fails the check even when the learner's code (or the check) swallowed it
+        return replace(result, outcome=Outcome.FAILED, summary=violation, input="", expected="", got="", hint="")
+    return result
+
+
+def _outcome(spec: CheckSpec, ex, common: dict, start: float) -> CheckResult:
+    try:
+        spec.func(ex)
+    except NotImplementedError as exc:
+        return _not_attempted(exc, common)
+    except CheckFailed as exc:
+        return CheckResult(
+            outcome=Outcome.FAILED,
+            summary=exc.summary,
+            input=exc.input,
+            expected=exc.expected,
+            got=exc.got,
+            hint=exc.hint or spec.hint,
+            seconds=time.perf_counter() - start,
+            **common,
+        )
+    except Exception as exc:  # the learner's code raised: report it where it happened
+        if _caused_by_not_implemented(exc):  # also a Triton compile error of a kernel that is still a skeleton
+            return _not_attempted(exc, common)
+        where = notebook_location(exc)
+        kind = "assertion failed" if isinstance(exc, AssertionError) else f"raised {type(exc).__name__}"
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return CheckResult(
+            outcome=Outcome.FAILED,
+            summary=f"{kind}{': ' + message if message else ''}{' at ' + where if where else ''}",
+            hint=spec.hint,
+            seconds=time.perf_counter() - start,
+            **common,
+        )
+    return CheckResult(outcome=Outcome.PASSED, seconds=time.perf_counter() - start, **common)
+
+
+def result_for_broken_exercise(spec: CheckSpec, loaded: LoadedLesson, path: str) -> CheckResult | None:
+    if spec.exercise in loaded.not_attempted:
+        return CheckResult(
+            spec.key, Outcome.NOT_ATTEMPTED, spec.description, "the exercise cell raises NotImplementedError", path=path
+        )
+    if spec.exercise in loaded.broken:
+        return CheckResult(spec.key, Outcome.FAILED, spec.description, loaded.broken[spec.exercise], path=path)
+    return None
+
+
+def lost_exercise_cells(lesson: Lesson, registry: Checks) -> dict[str, str]:
+    """Exercises that have checks but no exercise cell (its tag or metadata was lost), with the notebook's
+    own message; without this, every check would blame a renamed function."""
+    lost = {}
+    for exercise in registry.exercises():
+        try:
+            lesson.exercise_cell(exercise)
+        except NotebookError as exc:
+            lost[exercise] = str(exc)
+    return lost
+
+
+def check_exercise(
+    specs: list[CheckSpec],
+    loaded: LoadedLesson,
+    lesson: Lesson,
+    registry: Checks,
+    *,
+    timeout: float | None = None,
+    stop_at_first_failure: bool = False,
+    on_start: Callable[[CheckSpec], None] | None = None,
+    on_result: Callable[[CheckResult], None] | None = None,
+) -> list[CheckResult]:
+    """Run checks in order, each exercise's *gate* checks first (memory safety: a kernel that writes out of
+    bounds corrupts the process, so once a gate fails the exercise's other checks are not run)."""
+    ordered = sorted(specs, key=lambda spec: not spec.gate)
+    path = execution_path(registry.triton)
+    gated: dict[str, str] = {}  # exercise -> the gate check that failed
+    results = []
+    for spec in ordered:
+        if on_start:
+            on_start(spec)
+        result = result_for_broken_exercise(spec, loaded, path)
+        if result is None and spec.exercise in gated:
+            result = CheckResult(
+                spec.key,
+                Outcome.FAILED,
+                spec.description,
+                f"not run: the safety check {gated[spec.exercise]!r} failed first; fix that one before the others",
+                path=path,
+            )
+        if result is None:
+            limit = time_limit(timeout, f"check {spec.name!r}") if timeout else contextlib.nullcontext()
+            with limit:
+                result = run_check(spec, loaded.namespace, lesson.name, triton=registry.triton)
+            if spec.gate and result.outcome is Outcome.FAILED:
+                gated[spec.exercise] = spec.name
+        results.append(result)
+        if on_result:
+            on_result(result)
+        if stop_at_first_failure and result.outcome is Outcome.FAILED:
+            break
+    return results

@@ -1,0 +1,148 @@
+"""The outcome model: what grading one unit can come to, the unit's key, the one rule for "an exercise passed", and
+the one text rendering of a result that the pytest failure and the notebook's report share.
+
+Nothing here imports torch: the progress table and `python -m llm_algo progress` read results with this alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+
+
+class Outcome(StrEnum):
+    """What one check (or one mutant) came to. The values are what results.json and the grading events carry."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    NOT_ATTEMPTED = "not_attempted"  # the exercise still raises NotImplementedError (or its cell is untouched)
+    NEEDS_GPU = "needs_gpu"  # the check needs CUDA, or Triton compiled on a GPU; never counts as passed
+    SKIPPED = "skipped"  # not run for another stated reason
+
+    @property
+    def label(self) -> str:
+        return LABELS[self]
+
+
+LABELS = {
+    Outcome.PASSED: "passed",
+    Outcome.FAILED: "failed",
+    Outcome.NOT_ATTEMPTED: "not attempted",
+    Outcome.NEEDS_GPU: "needs a GPU",
+    Outcome.SKIPPED: "skipped",
+}
+SYMBOLS = {
+    Outcome.PASSED: "✅ passed",
+    Outcome.FAILED: "❌ failed",
+    Outcome.NOT_ATTEMPTED: "⏳ not attempted",
+    Outcome.NEEDS_GPU: "🖥 needs a GPU",
+    Outcome.SKIPPED: "⏭ skipped",
+}
+MUTANT_PREFIX = "mutant"
+
+
+@dataclass(frozen=True, order=True)
+class UnitKey:
+    """What a result is about: check `name` of `exercise`, or mutant `name` of `exercise`. Written as
+    `exercise::check` or `mutant::exercise::name`; this class is the only place that writes or reads that form."""
+
+    exercise: str
+    name: str
+    mutant: bool = False
+
+    def __str__(self) -> str:
+        return f"{MUTANT_PREFIX}::{self.exercise}::{self.name}" if self.mutant else f"{self.exercise}::{self.name}"
+
+    @classmethod
+    def parse(cls, text: str) -> UnitKey:
+        parts = text.split("::")
+        if len(parts) == 3 and parts[0] == MUTANT_PREFIX:
+            return cls(parts[1], parts[2], mutant=True)
+        if len(parts) == 2 and all(parts):
+            return cls(parts[0], parts[1])
+        raise ValueError(f"not a unit key: {text!r} (expected 'exercise::check' or 'mutant::exercise::name')")
+
+
+def check_key(exercise: str, name: str) -> str:
+    return str(UnitKey(exercise, name))
+
+
+def mutant_key(exercise: str, name: str) -> str:
+    return str(UnitKey(exercise, name, mutant=True))
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One graded unit: its key (`UnitKey` written out), outcome, and what a learner needs to fix it."""
+
+    key: str
+    outcome: Outcome
+    description: str = ""
+    summary: str = ""
+    input: str = ""
+    expected: str = ""
+    got: str = ""
+    hint: str = ""
+    path: str = ""  # where it ran: cpu, cuda, triton interpreter, triton compiled
+    seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "outcome", Outcome(self.outcome))
+
+    @property
+    def unit(self) -> UnitKey:
+        return UnitKey.parse(self.key)
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["outcome"] = str(self.outcome)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> CheckResult:
+        return cls(**data)
+
+
+def exercise_status(outcomes: Iterable[Outcome | str]) -> Outcome:
+    """The one rule for an exercise, from its checks' outcomes: failed if any check failed; passed if at least one
+    check passed and every other one passed too or could not run here (needs a GPU, skipped); needs a GPU if
+    nothing ran for that reason alone; else not attempted (nothing graded, or some check not attempted)."""
+    found = {Outcome(o) for o in outcomes}
+    if Outcome.FAILED in found:
+        return Outcome.FAILED
+    if Outcome.NOT_ATTEMPTED in found:
+        return Outcome.NOT_ATTEMPTED
+    if Outcome.PASSED in found:
+        return Outcome.PASSED
+    if Outcome.NEEDS_GPU in found:
+        return Outcome.NEEDS_GPU
+    return Outcome.NOT_ATTEMPTED
+
+
+def exercise_outcomes(graded: dict[str, Outcome | str], exercise: str) -> list[Outcome]:
+    """The outcomes of one exercise's units, out of `{unit key: outcome}` (checks and mutants alike)."""
+    return [Outcome(o) for key, o in graded.items() if UnitKey.parse(key).exercise == exercise]
+
+
+DETAIL_LABELS = (("input", "input"), ("expected", "expected"), ("got", "got"), ("hint", "likely mistake"))
+
+
+def render(result: CheckResult, *, where: str = "", indent: str = "  ") -> str:
+    """A result as text: a headline, then what was wrong (input, expected, got, why, likely mistake). The pytest
+    failure and the notebook's report both print this."""
+    unit = result.unit
+    head = f"{where}, " if where else ""
+    if unit.mutant:
+        return f"{head}{result.description}\n{indent}{result.summary}"
+    ran_on = f" [{result.path}]" if result.path else ""
+    lines = [f"{head}check {unit.name} ({result.description}){ran_on}: {result.outcome.label}"]
+    if result.outcome is Outcome.PASSED:
+        return lines[0]
+    if result.summary:
+        lines.append(f"{indent}{result.summary}")
+    for field, label in DETAIL_LABELS:
+        value = getattr(result, field)
+        if value:
+            lines.append(f"{indent}{label + ':':<16}{value}")
+    return "\n".join(lines)

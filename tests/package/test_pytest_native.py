@@ -1,0 +1,50 @@
+"""Grading is pytest-native: `-n 2` (pytest-xdist) gives the verdicts, table and results.json of a serial run;
+`--durations` shows a lesson's grading as its first item's setup; `-x` stops after the first failure."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from tiny_lab import ADD_ONE_SOLVED, Lab
+
+pytest.importorskip("xdist")
+
+
+def two_lessons(lab: Lab) -> None:
+    lab.add_lesson("p02.tiny", "02_Tiny.ipynb", solved=True)
+    lab.add_lesson("p02.wrong", "03_Wrong.ipynb", exercise_source=ADD_ONE_SOLVED.replace("+ 1", "+ 2"))
+    lab.add_lesson("p02.blank", "04_Blank.ipynb")
+
+
+def table(output: str) -> list[str]:
+    """The progress table's rows (the part and total lines), without the timing line around it."""
+    return [line for line in output.splitlines() if line.startswith(("│ 02_", "│ total"))]
+
+
+def test_two_workers_give_the_serial_verdicts_table_and_results(lab: Lab) -> None:
+    two_lessons(lab)
+    serial = lab.run_pytest("-q", "-p", "no:cacheprovider")
+    results = (lab.root / ".llm_algo" / "results.json").read_text(encoding="utf-8")
+    (lab.root / ".llm_algo" / "results.json").unlink()
+
+    parallel = lab.run_pytest("-q", "-p", "no:cacheprovider", "-n", "2")
+
+    assert parallel.outcomes == serial.outcomes and len(serial.outcomes) == 9
+    assert {o for o, _ in serial.outcomes.values()} == {"passed", "failed", "skipped"}
+    assert table(parallel.output) == table(serial.output) and table(serial.output)
+    assert json.loads((lab.root / ".llm_algo" / "results.json").read_text(encoding="utf-8")) == json.loads(results)
+
+
+def test_durations_show_grading_as_the_first_items_setup(lab: Lab) -> None:
+    lab.add_lesson(solved=True)
+    run = lab.run_pytest("-q", "-p", "no:cacheprovider", "--durations=3", "--durations-min=0")
+    assert re.search(r"\d+\.\d+s setup +02_PyTorch_Algorithms/02_Tiny\.ipynb::add_one::", run.output), run.output
+
+
+def test_stop_at_the_first_failure(lab: Lab) -> None:
+    two_lessons(lab)
+    run = lab.run_pytest("-q", "-p", "no:cacheprovider", "-x")
+    assert run.returncode == 1 and "stopping after 1 failures" in run.output
+    assert not run.of("04_Blank")  # never reached
