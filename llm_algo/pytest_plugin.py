@@ -280,8 +280,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
     if call.when == "call" and call.excinfo is not None and call.excinfo.errisinstance(NotAttempted):
         report.outcome = "skipped"
-        report.longrepr = (str(item.path), None, f"Skipped: {call.excinfo.value}")
         report.user_properties.append((NOT_ATTEMPTED, True))
+    if call.when == "call" and report.skipped and isinstance(item, GradedItem | BrokenLessonItem):
+        report.longrepr = (str(item.path), None, f"Skipped: {call.excinfo.value}")  # the notebook, not this plugin
     if isinstance(item, GradedItem) and item.kind != SKELETON:
         outcome = item.outcome if call.when == "call" else Outcome.FAILED if report.failed else None
         if outcome is not None:

@@ -29,6 +29,8 @@ TARGET_MINUTES = 15
 PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
 PACKAGE_TESTS = [
     *PYTEST,
+    "-n",
+    "2",
     "tests/package",
     "--ignore=tests/package/test_lessons_headless.py",
     "--ignore=tests/package/test_authoring_sync.py",
