@@ -10,6 +10,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 
+from .notebook import Mode
+
 
 class Outcome(StrEnum):
     """What one check (or one mutant) came to. The values are what results.json and the grading events carry."""
@@ -62,6 +64,18 @@ class UnitKey:
         if len(parts) == 2 and all(parts):
             return cls(parts[0], parts[1])
         raise ValueError(f"not a unit key: {text!r} (expected 'exercise::check' or 'mutant::exercise::name')")
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One thing to grade: a check in a mode, or a mutant (all of its exercise's checks, on the solution)."""
+
+    key: str  # a UnitKey written out
+    mode: Mode
+
+    @property
+    def is_mutant(self) -> bool:
+        return UnitKey.parse(self.key).mutant
 
 
 def check_key(exercise: str, name: str) -> str:

@@ -15,17 +15,16 @@ still holds its skeleton is not attempted without a child at all.
 
 from __future__ import annotations
 
-import sys
+import ast
 from pathlib import Path
 
 import pytest
 
-from .check.api import load_checks
-from .grading.lesson import Unit
+from .check_index import declared_checks
 from .mutation.mutants import load_mutants
 from .notebook import NotebookError, read_lesson
-from .outcome import CheckResult, Outcome, render
-from .paths import PART_PATTERN, is_lesson_path, repo_root
+from .outcome import CheckResult, Outcome, Unit, render
+from .paths import PART_PATTERN, checks_module_path, is_lesson_path, lesson_notebooks, repo_root
 from .progress import load_results, part_summary, render_table, save_results
 from .settings import CHECK_TIMEOUT, GRADE_UNTOUCHED, GRADING_JOBS, SettingError, resolve
 from .worker.child import start_zygote
@@ -101,29 +100,63 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SCHEDULER] = LessonScheduler(
         jobs=jobs, timeout=config.llm_algo_timeout, grade_untouched=config.llm_algo_grade_untouched
     )
-    if grading_mode(config) != "learner" or _names_lessons(config):
-        start_zygote()  # preloads while pytest collects (a learner's run stops it unused when nothing was touched)
+    to_grade = _lessons_to_grade(config)
+    if to_grade:  # preloads while pytest collects; transformers too when these lessons' checks build HF models
+        start_zygote(extra=any(_builds_reference_models(path) for path in to_grade))
 
 
-def _names_lessons(config: pytest.Config) -> bool:
-    """Whether this run is about lessons: no arguments (the lesson parts are pytest's testpaths), or a notebook or
-    part folder among them (and not, say, the package's own tests)."""
+def _lessons_to_grade(config: pytest.Config) -> list[Path]:
+    """The notebooks this run will grade in a child, as far as the arguments tell before collection: those named
+    (a notebook, a part folder, the checkout), and in a learner's run only those with an exercise touched."""
+    found: list[Path] = []
     for arg in config.args:
         path = Path(config.invocation_params.dir, arg.split("::")[0]).resolve()
-        if path == repo_root() or is_lesson_path(path) or PART_PATTERN.match(path.name):
+        if is_lesson_path(path):
+            found.append(path)
+        elif path == repo_root():
+            found += lesson_notebooks()
+        elif PART_PATTERN.match(path.name) and path.is_dir():
+            found += sorted(p for p in path.glob("*.ipynb") if is_lesson_path(p))
+    if grading_mode(config) != "learner" or config.llm_algo_grade_untouched:
+        return found
+    touched = []
+    for path in found:
+        try:
+            lesson = read_lesson(path)
+        except NotebookError:
+            continue  # reported as a broken lesson at collection
+        if set(lesson.exercise_names()) - lesson.untouched_exercises():
+            touched.append(path)
+    return touched
+
+
+REFERENCE_MODULES = ("transformers", "llm_algo.references.hf", "llm_algo.references.llama", "llm_algo.references.moe")
+
+
+def _builds_reference_models(notebook: Path) -> bool:
+    """Whether the lesson's checks module imports transformers or a reference builder that does (read, not
+    imported: the answer is wanted before pytest collects)."""
+    try:
+        tree = ast.parse(checks_module_path(read_lesson(notebook).id).read_text(encoding="utf-8"))
+    except (NotebookError, OSError, SyntaxError):
+        return False
+    for node in ast.walk(tree):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module]
+        if any(name.startswith(REFERENCE_MODULES) for name in names):
             return True
     return False
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """A learner's run starts the zygote only when some exercise was touched (else nothing is graded in a child).
-    transformers' models are preloaded too when several lessons are to be graded and some of their checks use them
-    (their checks modules, imported to collect the items, imported llm_algo.references.hf)."""
+    """What collection found to grade (after -k, --lf, deselection) confirms the zygote started at configure, or
+    starts it (a selection the arguments did not show), with transformers' models when those checks build them."""
     if is_xdist_controller(session.config):
         return
     lessons = {i.path for i in session.items if isinstance(i, GradedItem) and not i.untouched}
     if lessons:
-        start_zygote(extra=len(lessons) > 1 and "llm_algo.references.hf" in sys.modules)
+        start_zygote(extra=any(_builds_reference_models(path) for path in lessons))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -138,6 +171,17 @@ def grading_mode(config: pytest.Config) -> str:
     return "mutants" if config.getoption("mutants") else "solution" if config.getoption("solutions") else "learner"
 
 
+def _checks_of(lesson_id: str):
+    """The lesson's checks as its module declares them, read without importing it (so pytest's process does not
+    import torch); imported when the reader cannot follow the module (llm_algo.check_index)."""
+    declared = declared_checks(lesson_id)
+    if declared is not None:
+        return declared
+    from .check.api import load_checks
+
+    return load_checks(lesson_id).specs
+
+
 def pytest_collect_file(file_path: Path, parent: pytest.Collector):
     if is_lesson_path(file_path):
         return LessonFile.from_parent(parent, path=file_path)
@@ -148,7 +192,7 @@ class LessonFile(pytest.File):
     def collect(self):
         try:
             lesson = read_lesson(self.path)
-            registry = load_checks(lesson.id)
+            specs = _checks_of(lesson.id)
         except (NotebookError, FileNotFoundError, TypeError) as exc:
             yield BrokenLessonItem.from_parent(self, name="lesson", message=str(exc))
             return
@@ -170,7 +214,7 @@ class LessonFile(pytest.File):
                         description=f"{mutant.name}: {mutant.mistake}",
                     )
                 continue
-            for spec in registry.specs:
+            for spec in specs:
                 yield GradedItem.from_parent(
                     self,
                     name=f"{kind}::{spec.key}" if kind == SKELETON or mode == "self-check" else spec.key,

@@ -96,3 +96,6 @@ def resolve(setting: Setting, *, cli: object = None, ini: object = None) -> obje
         except ValueError as exc:
             raise SettingError(f"{source}={raw!r} is not valid: {exc}") from None
     return setting.default
+
+
+MAX_PRINTED_CHARS = 2_000_000  # what graded code may print in one grader process; more is a runaway print

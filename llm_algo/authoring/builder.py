@@ -25,7 +25,7 @@ from pathlib import Path
 
 import nbformat
 
-from ..check.api import load_module
+from ..module_files import load_module
 from ..notebook import source_hash
 from ..paths import repo_root
 

@@ -17,15 +17,13 @@ functions through `llm_algo.grading.run.run_check`, so the two can never disagre
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import torch
 
 from .. import device as device_policy
+from ..module_files import load_module
 from ..outcome import check_key
 from ..paths import checks_module_path, display_path
 from .failure import CheckFailed
@@ -109,14 +107,6 @@ class Checks:
 
     def exercises(self) -> list[str]:
         return list(dict.fromkeys(s.exercise for s in self.specs))
-
-
-def load_module(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def load_checks(lesson_id: str) -> Checks:

@@ -7,27 +7,14 @@ runs `llm_algo.grading.run.check_exercise` in the kernel itself.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from ..check.api import load_checks
 from ..mutation.mutants import Mutant, StaleMutant, load_mutants
 from ..notebook import Mode, NotebookError, read_lesson
-from ..outcome import CheckResult, Outcome, UnitKey
+from ..outcome import CheckResult, Outcome, Unit
 from . import autotune
 from .execute import LoadedLesson, load_namespace
 from .run import check_exercise, lost_exercise_cells, time_limit
-
-
-@dataclass(frozen=True)
-class Unit:
-    """One thing to grade: a check in a mode, or a mutant (all of its exercise's checks)."""
-
-    key: str  # a UnitKey written out
-    mode: Mode
-
-    @property
-    def is_mutant(self) -> bool:
-        return UnitKey.parse(self.key).mutant
 
 
 def mutant_verdict(mutant: Mutant, results: list[CheckResult]) -> CheckResult:

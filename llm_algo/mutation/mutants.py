@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..check.api import load_module
+from ..module_files import load_module
 from ..paths import display_path, mutants_module_path
 
 

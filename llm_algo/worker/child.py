@@ -23,10 +23,8 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from ..grading.lesson import Unit
-from ..outcome import CheckResult
-from ..settings import WARM_GRADER, resolve
-from .grader import MAX_PRINTED_CHARS
+from ..outcome import CheckResult, Unit
+from ..settings import MAX_PRINTED_CHARS, WARM_GRADER, resolve
 from .zygote import ForkedChild, Zygote, ZygoteGone, fingerprint
 
 STARTUP_SECONDS = 60  # importing torch on a slow, busy machine

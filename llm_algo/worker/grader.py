@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 from ..grading.cache import GRADE_UNTOUCHED_NOW
-from ..grading.lesson import Unit, grade
+from ..grading.lesson import grade
 from ..notebook import NotebookError
-
-MAX_PRINTED_CHARS = 2_000_000  # what graded code may print in one grader process; more is a runaway print
+from ..outcome import Unit
+from ..settings import MAX_PRINTED_CHARS
 
 
 class TooMuchOutput(Exception):

@@ -9,8 +9,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from ..grading.lesson import Unit
-from ..outcome import CheckResult
+from ..outcome import CheckResult, Unit
 from .child import cancel_children, grade_in_subprocess
 
 NOT_GRADED = "was not graded (internal error: please report it)"

@@ -150,10 +150,14 @@ def serve(extra: bool) -> int:
         out.write((json.dumps(message) + "\n").encode())
         out.flush()
 
+    # transformers' models import Triton: preloaded only where the policy was decided here. Asked for at the start
+    # (the lessons to grade are known to build them), they are loaded before the first child, which would otherwise
+    # import them itself; asked for later, they load one module whenever no request waits.
+    if extra and decided:
+        for name in EXTRA_PRELOAD:
+            _import(name)
     reply({"ready": True, "policy_decided": decided})
-    # The extra preloads come after the first children are on their way, one module whenever no request waits.
-    # transformers' models import Triton: only where the policy was decided here.
-    extras = list(EXTRA_PRELOAD) if extra and decided else []
+    extras: list[str] = []
     children: dict[int, str] = {}  # pid -> exit file
     buffer, stdin = b"", sys.stdin.fileno()
     while True:

@@ -81,3 +81,25 @@ def test_import_llm_algo_and_reading_progress_need_no_torch() -> None:
     code = "import sys, llm_algo, llm_algo.progress, llm_algo.outcome; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_pytest_collects_lessons_without_importing_torch(tmp_path: Path) -> None:
+    """The learner's pytest process reads the checks modules (llm_algo.check_index) instead of importing them."""
+    code = (
+        "import sys, pytest; "
+        "code = pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider', '02_PyTorch_Algorithms']); "
+        "print('TORCH', 'torch' in sys.modules); sys.exit(code)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=PACKAGE.parent, env=_plain_env()
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "TORCH False" in done.stdout
+
+
+def _plain_env() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LLM_ALGO_"))} | {
+        "LLM_ALGO_WARM_GRADER": "0"
+    }

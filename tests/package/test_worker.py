@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 from tiny_lab import ADD_ONE_SOLVED, Lab, clear_caches
 
-from llm_algo.grading.lesson import Unit
-from llm_algo.outcome import CheckResult
+from llm_algo.outcome import CheckResult, Unit
 from llm_algo.settings import WARM_GRADER
 from llm_algo.worker.child import grade_in_subprocess, start_zygote
 
