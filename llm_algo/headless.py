@@ -83,6 +83,7 @@ def run_notebook(
     defer_checks: bool = False,
     cell_timeout: float = CELL_TIMEOUT,
     deadline: float = NOTEBOOK_DEADLINE,
+    threads: int | None = None,
 ) -> RunReport:
     """Run one notebook (a NotebookError when it cannot be read)."""
     return run_sync(_run)(
@@ -95,6 +96,10 @@ def run_notebooks(
 ) -> list[RunReport | NotebookError]:
     """Run notebooks, `jobs` kernels at a time; one report (or the NotebookError of an unreadable one) per path."""
 
+    # Kernels side by side share the cores: each gets its part, or torch's thread pools wait on each other (tiny
+    # matrix products then cost milliseconds each instead of microseconds).
+    threads = max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 else None
+
     async def run_all() -> list[RunReport | NotebookError]:
         slots = asyncio.Semaphore(jobs)
 
@@ -104,7 +109,7 @@ def run_notebooks(
             except NotebookError as exc:
                 return exc
             async with slots:
-                return await _run(lesson, solutions=solutions, defer_checks=defer_checks)
+                return await _run(lesson, solutions=solutions, defer_checks=defer_checks, threads=threads)
 
         return await asyncio.gather(*(one(path) for path in paths))
 
@@ -118,6 +123,7 @@ async def _run(
     defer_checks: bool,
     cell_timeout: float = CELL_TIMEOUT,
     deadline: float = NOTEBOOK_DEADLINE,
+    threads: int | None = None,
 ) -> RunReport:
     nb = with_solutions(lesson) if solutions else copy.deepcopy(lesson.notebook)
     out = executed_path(lesson, solutions)
@@ -146,6 +152,8 @@ async def _run(
     env = {**os.environ, MODE_ENV: "solution" if solutions else "learner"}  # the kernel's mode, set at its start
     if defer_checks:
         env[DEFER_CHECKS_ENV] = "1"
+    if threads is not None:  # read by torch (OpenMP, MKL) when the kernel imports it
+        env |= {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     try:
         await client.async_execute(env=env)
     except CellTimeoutError:
