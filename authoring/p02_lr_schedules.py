@@ -356,7 +356,8 @@ def build() -> LessonBuilder:
         micro-batch under gradient accumulation). Megatron-LM's `OptimizerParamScheduler` computes the lr directly from
         the number of consumed samples or steps, with `lr_decay_style` `cosine`, `linear`, `inverse-square-root` or
         `WSD` (with `lr_wsd_decay_style` `exponential`, `linear`, `cosine` or `minus_sqrt`), and clamps at
-        `min_lr` past `lr_decay_iters`. nanoGPT's `get_lr(it)` is the warmup + cosine function above, with the floor.
+        `min_lr` past `lr_decay_iters`. nanoGPT's `get_lr(it)` has the same three pieces and the floor; its warmup is
+        `learning_rate * (it + 1) / (warmup_iters + 1)`, so its first step is not wasted at 0.
         Because all of them are pure functions of the step, resuming a run only restores the step counter;
         `LambdaLR.state_dict()` saves `last_epoch` and `base_lrs`, not the lambda itself. Resume in this order: build
         the optimizer and the scheduler, *then* load both state dicts. Building the scheduler after loading the

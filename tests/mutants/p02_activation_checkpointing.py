@@ -73,4 +73,15 @@ MUTANTS = [
         "treats any unknown policy as 'none'",
         [('if policy not in ("none", "full", "attention"):', "if False:")],
     ),
+    Mutant(
+        "checkpoint",
+        "calls_the_builtin",
+        "delegates to torch.utils.checkpoint",
+        [
+            (
+                "return CheckpointFunction.apply(function, *inputs)",
+                "return torch.utils.checkpoint.checkpoint(function, *inputs, use_reentrant=False)",
+            )
+        ],
+    ),
 ]

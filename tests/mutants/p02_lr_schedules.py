@@ -134,4 +134,34 @@ MUTANTS = [
         "accepts a negative peak_lr (every lr flips sign)",
         [("if not peak_lr > 0:", "if peak_lr == 0:")],
     ),
+    Mutant(
+        "wsd_lr",
+        "calls_the_builtin",
+        "returns transformers' own WSD lambda times the peak",
+        [
+            (
+                "min_lr = min_lr_ratio * peak_lr",
+                "from transformers.optimization import _get_wsd_scheduler_lambda\n"
+                "    return peak_lr * _get_wsd_scheduler_lambda(step, num_warmup_steps=warmup_steps, "
+                "num_stable_steps=stable_steps, num_decay_steps=decay_steps, warmup_type='linear', "
+                "decay_type=decay_type, min_lr_ratio=min_lr_ratio, num_cycles=0.5)",
+            )
+        ],
+    ),
+    Mutant(
+        "warmup_cosine_lr",
+        "calls_the_builtin",
+        "drives a torch CosineAnnealingLR to the step and reads its lr",
+        [
+            (
+                "progress = (step - warmup_steps) / (decay_end - warmup_steps)  # decay_end is absolute, not a duration",
+                "optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=peak_lr)\n"
+                "    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, decay_end - warmup_steps, min_lr)\n"
+                "    for _ in range(step - warmup_steps):\n"
+                "        optimizer.step()\n"
+                "        scheduler.step()\n"
+                "    return optimizer.param_groups[0]['lr']",
+            )
+        ],
+    ),
 ]

@@ -101,4 +101,16 @@ MUTANTS = [
         "wraps parameters of any dtype",
         [("if p.dtype not in (torch.float16, torch.bfloat16):", "if not p.is_floating_point():")],
     ),
+    Mutant(
+        "DynamicLossScaler",
+        "calls_the_builtin",
+        "unscales with PyTorch's fused AMP kernel",
+        [
+            (
+                "p.grad.div_(self.scale)                          # exact: the scale is a power of two",
+                "torch._amp_foreach_non_finite_check_and_unscale_([p.grad], torch.zeros(1), "
+                "torch.tensor(1.0 / self.scale))",
+            )
+        ],
+    ),
 ]
