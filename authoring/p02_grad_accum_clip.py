@@ -245,7 +245,7 @@ def build() -> LessonBuilder:
             w_true = torch.randn(8, 1)
             x_val = torch.randn(256, 8)
             norms, val_losses = [], []
-            for step in range(400):
+            for step in range(300):
                 x = torch.randn(64, 8)
                 y = x @ w_true * (50.0 if step in (100, 180, 181) else 1.0)
                 optimizer.zero_grad()
