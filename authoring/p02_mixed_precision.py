@@ -93,6 +93,7 @@ def build() -> LessonBuilder:
     """)
     lesson.setup(r"""
         import copy
+        import math
 
         import matplotlib.pyplot as plt
         import torch
@@ -107,6 +108,41 @@ def build() -> LessonBuilder:
         small = torch.tensor([1e-4, 1e-6, 1e-8])
         print("1e-4, 1e-6, 1e-8 in fp16:", small.half().tolist(), " times 2**16 in fp16:", (small * 2**16).half().tolist())
         print("bf16(1.0) - 3e-4 =", (torch.tensor(1.0, dtype=torch.bfloat16) - 3e-4).item(), "(the update is lost)")
+    """)
+    lesson.md(r"""
+        ### Where the gradients of a nearly fitted network lie
+
+        A 6-layer tanh MLP whose targets are its own outputs plus noise of $10^{-3}$ (the small residuals of late
+        training). Its float32 parameter gradients, on a log scale, against fp16's smallest subnormal ($2^{-24}$) and
+        smallest normal number ($2^{-14}$); then the same backward pass run in fp16 with several loss scales, counting
+        the gradient entries that came out exactly 0 although their float32 value is not.
+    """)
+    lesson.code(r"""
+        torch.manual_seed(0)
+        layers = []
+        for _ in range(6):
+            layers += [nn.Linear(64, 64), nn.Tanh()]
+        net = nn.Sequential(*layers, nn.Linear(64, 1))
+        x = torch.randn(256, 64)
+        y = net(x).detach() + 1e-3 * torch.randn(256, 1)
+        F.mse_loss(net(x), y).backward()
+        grad32 = torch.cat([p.grad.flatten() for p in net.parameters()])
+
+        half = copy.deepcopy(net).half()
+        for scale in (1.0, 2.0**8, 2.0**16):
+            half.zero_grad(set_to_none=True)
+            (F.mse_loss(half(x.half()).float(), y) * scale).backward()
+            grad16 = torch.cat([p.grad.flatten().float() for p in half.parameters()]) / scale
+            lost = ((grad16 == 0) & (grad32 != 0)).float().mean().item()
+            print(f"loss scale 2**{int(math.log2(scale)):2d}: {100 * lost:5.2f}% of the gradient entries flushed to 0")
+
+        plt.figure(figsize=(6.5, 3.2))
+        plt.hist(torch.log2(grad32.abs().clamp_min(2.0**-60)).numpy(), bins=80, color="C0")
+        plt.axvline(-24, color="C3", ls="--", label="fp16 smallest subnormal 2^-24")
+        plt.axvline(-14, color="C1", ls="--", label="fp16 smallest normal 2^-14")
+        plt.axvline(-24 - 16, color="C2", ls=":", label="what 2^-24 means at loss scale 2^16")
+        plt.xlabel("log2 |gradient| (float32)"); plt.ylabel("entries"); plt.legend(fontsize=7)
+        plt.title("parameter gradients of a nearly fitted 6-layer MLP"); plt.tight_layout(); plt.show()
     """)
     lesson.md(r"""
         ## 4. Exercise `DynamicLossScaler`
