@@ -67,6 +67,8 @@ def build() -> LessonBuilder:
         **Dropout.** The re-run must produce the same random masks as the first run, or the gradient is that of a
         different network. The forward saves the RNG state before running $f$; the backward restores it for the
         re-run, inside `torch.random.fork_rng` so that the global RNG after the backward is as if nothing happened.
+        Here only the CPU generator matters; `torch.utils.checkpoint` (with its default `preserve_rng_state=True`)
+        also saves and restores the RNG state of the GPU that the inputs live on.
 
         ## 2. A reentrant checkpoint as an `autograd.Function`
 

@@ -24,13 +24,15 @@ checks.restrict(
 
 
 def saved_shapes(fn):
-    """fn() under saved_tensors_hooks: (result, shapes of the tensors autograd saved, their bytes)."""
+    """fn() under saved_tensors_hooks: (result, shapes of the floating-point tensors autograd saved, their bytes).
+    Integer tensors (an RNG state a learner chose to save with save_for_backward) are not activations."""
     shapes, total = [], 0
 
     def pack(t):
         nonlocal total
-        shapes.append(tuple(t.shape))
-        total += t.numel() * t.element_size()
+        if t.is_floating_point():
+            shapes.append(tuple(t.shape))
+            total += t.numel() * t.element_size()
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
@@ -161,13 +163,14 @@ def saves_only_the_inputs(ex):
         out, shapes, _ = saved_shapes(lambda: ex.checkpoint(model, x, scale))
         _, plain_shapes, _ = saved_shapes(lambda: model(x, scale))
         expect(
-            sorted(shapes) == sorted([(8, 16), (16,)]),
+            len(shapes) <= 2 and set(shapes) <= {(8, 16), (16,)},  # the inputs (or nothing, if kept on ctx)
             "the checkpointed forward saved more than its inputs",
             input="MLP 16-64-16, x (8, 16), scale (16,)",
-            expected="2 saved tensors: x (8, 16) and scale (16,)",
+            expected="at most the inputs: x (8, 16) and scale (16,)",
             got=f"{len(shapes)} saved tensors: {shapes[:6]}{' ...' if len(shapes) > 6 else ''} (plain forward: "
             f"{len(plain_shapes)})",
-            hint="run the function under torch.no_grad() in forward and keep only ctx.save_for_backward(*inputs)",
+            hint="run the function under torch.no_grad() in forward and keep only ctx.save_for_backward(*inputs) "
+            "(floating-point tensors are counted)",
         )
         out.sum().backward()
     finally:
@@ -333,10 +336,10 @@ def saved_tensors_per_policy(ex):
     square = [s for s in attn_shapes if len(s) == 4 and s[-1] == s[-2] == 11]
     label = "3 blocks (dim 8, 2 heads, dropout 0.1), x (2, 11, 8): T x T tensors are (2, 2, 11, 11)"
     expect(
-        full_shapes == [(2, 11, 8)] * 3,
-        "the 'full' policy saved more (or less) than each block's input",
+        len(full_shapes) <= 3 and set(full_shapes) <= {(2, 11, 8)},
+        "the 'full' policy saved more than each block's input",
         input=label,
-        expected="3 saved tensors of shape (2, 11, 8)",
+        expected="at most 3 saved tensors, each a block input (2, 11, 8)",
         got=f"{len(full_shapes)} saved tensors: {full_shapes[:5]}",
         hint="checkpoint(block, x) for every block",
     )
