@@ -34,8 +34,9 @@ def build() -> LessonBuilder:
         follow-up fixes in later releases) by passing the global token count (`num_items_in_batch`) into the loss.
 
         The same run clips the global gradient norm at 1.0 (Llama 2, GPT-3: Brown et al., 2020, Appendix B): a single
-        batch with an outlier gradient would otherwise move the weights by a huge AdamW step before $\hat v$ catches
-        up, the start of many loss spikes.
+        batch with an outlier gradient would otherwise take over AdamW's moments, with $m$ pushing the weights in the
+        outlier's direction for tens of steps and the inflated $v$ shrinking every useful step after it, a common
+        start of loss spikes.
 
         **You will implement** gradient accumulation over padded micro-batches that equals one big batch, and
         `clip_grad_norm`, global-norm clipping of the parameters that have a gradient (any $p$, and $\infty$).
