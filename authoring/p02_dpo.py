@@ -78,9 +78,9 @@ def build() -> LessonBuilder:
         with probability $\varepsilon$, the likelihood of the observed label is a mixture, and the loss becomes
         $-(1-\varepsilon)\log\sigma(\beta\Delta) - \varepsilon\log\sigma(-\beta\Delta)$, minimised at a finite
         $\beta\Delta = \log\frac{1-\varepsilon}{\varepsilon}$ instead of at $+\infty$. TRL's `DPOConfig(label_smoothing=ε)`
-        applied exactly this to the `"sigmoid"` loss up to its 0.x releases; TRL 1.16.0 keeps the same weighted form
-        for its `"aot"` losses (`dpo_trainer.py` lines 1453–1456) and now reserves `label_smoothing` for the
-        `"robust"` (lines 1428–1431) and `"exo_pair"` losses.
+        applied exactly this to the `"sigmoid"` loss in its 0.x releases (0.12.0: `dpo_trainer.py` lines
+        1088–1091); TRL 1.16.0 keeps the same weighted form for its `"aot"` losses (`dpo_trainer.py` lines
+        1453–1456) and now reserves `label_smoothing` for the `"robust"` (lines 1428–1431) and `"exo_pair"` losses.
 
         **IPO** (Azar et al., 2023, *A General Theoretical Paradigm to Understand Learning from Human Preferences*):
         when a pair is always preferred the same way, DPO's loss keeps decreasing as $\Delta \to \infty$, so the KL
@@ -332,6 +332,8 @@ def build() -> LessonBuilder:
         batch = synthetic_pairs(generator=torch.Generator().manual_seed(0))
         optimizer = torch.optim.AdamW(policy.parameters(), lr=3e-3, weight_decay=0.0)
         history = []
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # a tiny model: one thread beats two (no hand-offs); restored below
         try:
             for step in range(60):
                 loss, metrics = dpo_batch_loss(policy, reference, *batch, beta=0.1)
@@ -346,6 +348,7 @@ def build() -> LessonBuilder:
             print({k: round(v, 3) for k, v in history[-1].items()})
         except NotImplementedError:
             print("dpo_batch_loss not attempted yet")
+        torch.set_num_threads(threads)
     """)
     lesson.stop()
     lesson.md(r"""

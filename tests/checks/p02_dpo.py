@@ -4,6 +4,7 @@ masked with -100, turned into per-row log-probabilities; a float64 loop spec of 
 lines 1387-1404, rewards and metrics lines 1582-1595) written as closed forms with softplus; torch.autograd.gradcheck;
 and a tiny policy trained with the learner's loss on synthetic pairs, whose reward margin and accuracy must rise."""
 
+import contextlib
 import copy
 import math
 
@@ -90,6 +91,19 @@ def random_batch(batch, length, vocab, generator=None):
     return input_ids, attention_mask, completion_mask
 
 
+@contextlib.contextmanager
+def one_thread():
+    """Tiny models run fastest on one intra-op thread; with two on a busy 2-core machine, every small op pays for
+    thread hand-offs (measured: 40 DPO steps of a 1-layer Llama, 7.8 s on 2 threads against 0.3 s on 1). The
+    previous setting is restored, so nothing else in the grader changes. (Candidate for the package's grader.)"""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 # ------------------------------------------------------------------------------------------ sequence_logprobs
 
 
@@ -115,6 +129,7 @@ def hand_checkable_sequence(ex):
 
 
 @checks("sequence_logprobs")
+@one_thread()
 def matches_hugging_face_masked_loss(ex):
     """tiny Llama (float64): minus HF's loss on labels masked with -100, times the token count, for every row"""
     model = causal_lm(tiny_llama_config()).double()
@@ -481,6 +496,7 @@ def compare_metrics(got, want, label):
 
 
 @checks("dpo_batch_loss")
+@one_thread()
 def matches_closed_form_on_a_tiny_llama(ex):
     """tiny Llama policy and reference (float64), [chosen; rejected] batch of 3 pairs: TRL's loss and metrics"""
     policy, reference = tiny_pair()
@@ -503,6 +519,7 @@ def matches_closed_form_on_a_tiny_llama(ex):
 
 
 @checks("dpo_batch_loss")
+@one_thread()
 def gradients_reach_the_policy_only(ex):
     """backward reaches every policy parameter and no reference parameter; policy == reference gives log 2, zeros"""
     policy, reference = tiny_pair()
@@ -556,6 +573,7 @@ def synthetic_pairs(num_pairs, prompt_len, vocab):
 
 
 @checks("dpo_batch_loss")
+@one_thread()
 def training_raises_the_margin(ex):
     """40 AdamW steps of your DPO loss on 12 synthetic pairs: loss falls, margin > 0.5, accuracy >= 0.9"""
     config = tiny_llama_config(
@@ -589,6 +607,7 @@ def training_raises_the_margin(ex):
 
 
 @checks("dpo_batch_loss")
+@one_thread()
 def refuses_an_odd_batch(ex):
     """a batch with an odd number of rows cannot be [chosen; rejected] and is refused"""
     policy, reference = tiny_pair()

@@ -4,6 +4,7 @@ initialisation, scaling, outputs (PEFT run in float64 as the oracle, in float32 
 weights, state-dict names and trainable counts; `torch.autograd.gradcheck`; and the `nn.Linear` shapes of a real
 Llama-3-8B built on the `meta` device (nothing allocated, nothing downloaded)."""
 
+import contextlib
 import copy
 import math
 import warnings
@@ -131,10 +132,24 @@ def case_label(d_in, d_out, r, alpha, use_rslora, bias, lead) -> str:
     )
 
 
+@contextlib.contextmanager
+def one_thread():
+    """Tiny models run fastest on one intra-op thread; with two on a busy 2-core machine, every small op pays for
+    thread hand-offs (measured: 40 DPO steps of a 1-layer Llama, 7.8 s on 2 threads against 0.3 s on 1). The
+    previous setting is restored, so nothing else in the grader changes. (Candidate for the package's grader.)"""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 # ------------------------------------------------------------------------------------------ lora_linear
 
 
 @checks("lora_linear")
+@one_thread()
 def initialisation_as_peft(ex):
     """at init: B = 0, A Kaiming-uniform (bound 1/sqrt(d_in)), output equal to the base layer's, PEFT's names"""
     for d_in, d_out, r, alpha, use_rslora, bias, lead in LINEAR_CASES:
@@ -204,6 +219,7 @@ def initialisation_as_peft(ex):
 
 
 @checks("lora_linear")
+@one_thread()
 def forward_matches_peft(ex):
     """with PEFT's weights (B random): float32 outputs as close to PEFT in float64 as PEFT's own float32"""
     for d_in, d_out, r, alpha, use_rslora, bias, lead in LINEAR_CASES:
@@ -280,6 +296,7 @@ def gradients_reach_the_adapters_only(ex):
 
 
 @checks("lora_linear")
+@one_thread()
 def merge_unmerge_round_trip(ex):
     """float64: merge puts PEFT's delta weight into W0, keeps the output, is idempotent; unmerge restores W0"""
     for d_in, d_out, r, alpha, use_rslora, bias, lead in LINEAR_CASES:
@@ -413,6 +430,7 @@ def peft_name(name: str) -> str:
 
 
 @checks("apply_lora")
+@one_thread()
 def names_and_trainable_match_peft(ex):
     """state-dict names and the trainable parameters are PEFT's (prefix and adapter name aside)"""
     for case in APPLY_CASES:
@@ -450,6 +468,7 @@ def names_and_trainable_match_peft(ex):
 
 
 @checks("apply_lora")
+@one_thread()
 def logits_match_peft(ex):
     """with PEFT's adapter weights loaded (B random): logits as close to PEFT in float64 as PEFT's float32"""
     for case in APPLY_CASES:
@@ -480,6 +499,7 @@ def logits_match_peft(ex):
 
 
 @checks("apply_lora")
+@one_thread()
 def trainable_counts_match_peft(ex):
     """trainable and total parameter counts equal PEFT's get_nb_trainable_parameters(); lm_head not wrapped"""
     for case in APPLY_CASES:
@@ -507,6 +527,7 @@ def trainable_counts_match_peft(ex):
 
 
 @checks("apply_lora")
+@one_thread()
 def refuses_targets_that_match_nothing(ex):
     """a target list that matches no nn.Linear ("qproj", "c_attn") is refused"""
     for targets in (["qproj"], ["c_attn", "c_proj"]):
@@ -530,6 +551,7 @@ COUNT_CASES = [  # (config overrides, targets, r)
 
 
 @checks("lora_parameter_count")
+@one_thread()
 def matches_peft_on_tiny_configs(ex):
     """tiny Llama configs (GQA, MQA, MHA, head_dim set apart from hidden // heads): PEFT's trainable count"""
     for overrides, targets, r in COUNT_CASES:
@@ -548,6 +570,7 @@ def matches_peft_on_tiny_configs(ex):
 
 
 @checks("lora_parameter_count")
+@one_thread()
 def llama3_8b_from_meta_modules(ex):
     """Llama-3-8B's config: equal to r * (in + out) summed over its nn.Linear modules (built on the meta device)"""
     transformers = transformers_module()
