@@ -198,7 +198,11 @@ def initialisation_as_peft(ex):
             hint="with B = 0 the adapter path adds exactly zero",
         )
         expect(
-            float(layer.scaling) == float(peft_linear(nn.Linear(d_in, d_out), r, alpha, use_rslora).scaling["default"]),
+            math.isclose(
+                float(layer.scaling),
+                float(peft_linear(nn.Linear(d_in, d_out), r, alpha, use_rslora).scaling["default"]),
+                rel_tol=1e-12,
+            ),
             "the scaling differs from PEFT's",
             input=label,
             expected=f"{alpha / math.sqrt(r) if use_rslora else alpha / r:g}",
