@@ -359,8 +359,9 @@ def build() -> LessonBuilder:
         $\ell - \max\ell - \log\sum e^{\ell - \max\ell}$ and never takes the log of an underflowed 0. The upcast
         costs memory: `(B, T, V)` float32 for $B = 8$, $T = 2048$ and Llama-3's $V = 128{,}256$ is 8.4 GB, which is why
         TRL 1.16 asks the model for `fused_lm_head=True` and gets per-token log-probabilities without ever
-        materialising the full log-softmax (line 1299), and why Liger-Kernel and others fuse the head, the
-        log-softmax and the gather chunk by chunk. `torch.where` keeps a NaN in a padded position out of the sum.
+        materialising the `(B, T, V)` logits at all (line 1299; `add_fused_lm_head` in `trl/trainer/utils.py`, line
+        1548, projects through the head tile by tile at the scored positions only), and why Liger-Kernel and
+        others fuse the head, the log-softmax and the gather chunk by chunk. `torch.where` keeps a NaN in a padded position out of the sum.
 
         **`preference_loss`.** `F.logsigmoid` is stable for both signs; `(1 - ε)` and `ε` weight the observed and the
         flipped label. The rewards are detached because TRL logs them (`chosen_logratios.detach()`, line 1582); a
