@@ -1,0 +1,172 @@
+"""Realistic wrong versions of the p02.dpo solutions; every one must be rejected by a check."""
+
+from llm_algo.mutants import Mutant
+
+MUTANTS = [
+    Mutant(
+        "sequence_logprobs",
+        "no_shift",
+        "scores each position's own token instead of the next one",
+        [("targets = input_ids[:, 1:].unsqueeze(-1)", "targets = input_ids[:, :-1].unsqueeze(-1)")],
+    ),
+    Mutant(
+        "sequence_logprobs",
+        "mask_not_shifted",
+        "shifts the tokens but not the completion mask (the first completion token is lost, one padding token scored)",
+        [("mask = completion_mask[:, 1:].bool()", "mask = completion_mask[:, :-1].bool()")],
+    ),
+    Mutant(
+        "sequence_logprobs",
+        "prompt_scored",
+        "sums over every token, prompt and padding included",
+        [("mask = completion_mask[:, 1:].bool()", "mask = torch.ones_like(completion_mask[:, 1:]).bool()")],
+    ),
+    Mutant(
+        "sequence_logprobs",
+        "mean_over_all_positions",
+        "takes the mean over all T-1 positions instead of the sum",
+        [("total = token_logps.sum(dim=-1)", "total = token_logps.mean(dim=-1)")],
+    ),
+    Mutant(
+        "sequence_logprobs",
+        "log_of_softmax",
+        "takes log(softmax(x)), which underflows to -inf for improbable tokens",
+        [
+            (
+                "logprobs = torch.log_softmax(logits[:, :-1].to(compute_dtype), dim=-1)",
+                "logprobs = torch.softmax(logits[:, :-1].to(compute_dtype), dim=-1).log()",
+            )
+        ],
+    ),
+    Mutant(
+        "sequence_logprobs",
+        "mask_multiplied",
+        "multiplies by the mask instead of selecting: NaN logits at padding give NaN",
+        [
+            (
+                "token_logps = torch.where(mask, token_logps, torch.zeros_like(token_logps))",
+                "token_logps = token_logps * mask",
+            )
+        ],
+    ),
+    Mutant(
+        "sequence_logprobs",
+        "no_upcast",
+        "computes in the logits' dtype (bf16/fp16 log-probs)",
+        [
+            (
+                "compute_dtype = torch.promote_types(logits.dtype, torch.float32)",
+                "compute_dtype = logits.dtype",
+            )
+        ],
+    ),
+    Mutant(
+        "sequence_logprobs",
+        "calls_the_builtin",
+        "uses F.cross_entropy(reduction='none'), the reference the lesson forbids",
+        [
+            (
+                "token_logps = logprobs.gather(-1, targets).squeeze(-1)",
+                "token_logps = -F.cross_entropy(logprobs.transpose(1, 2), targets.squeeze(-1), reduction='none')",
+            )
+        ],
+    ),
+    Mutant(
+        "preference_loss",
+        "margin_flipped",
+        "takes rejected minus chosen: trains towards the rejected answers",
+        [("delta = chosen_logratios - rejected_logratios", "delta = rejected_logratios - chosen_logratios")],
+    ),
+    Mutant(
+        "preference_loss",
+        "no_beta",
+        "forgets beta inside the sigmoid",
+        [("-(1 - label_smoothing) * F.logsigmoid(beta * delta)", "-(1 - label_smoothing) * F.logsigmoid(delta)")],
+    ),
+    Mutant(
+        "preference_loss",
+        "log_of_sigmoid",
+        "computes -log(sigmoid(z)), which is inf once sigmoid underflows",
+        [
+            (
+                "-(1 - label_smoothing) * F.logsigmoid(beta * delta)",
+                "-(1 - label_smoothing) * torch.log(torch.sigmoid(beta * delta))",
+            )
+        ],
+    ),
+    Mutant(
+        "preference_loss",
+        "smoothing_sign",
+        "adds the flipped-label term with the wrong sign",
+        [
+            (
+                "- label_smoothing * F.logsigmoid(-beta * delta)",
+                "+ label_smoothing * F.logsigmoid(-beta * delta)",
+            )
+        ],
+    ),
+    Mutant(
+        "preference_loss",
+        "ipo_target_one_over_beta",
+        "regresses IPO's margin to 1/beta instead of 1/(2 beta)",
+        [("losses = (delta - 1 / (2 * beta)) ** 2", "losses = (delta - 1 / beta) ** 2")],
+    ),
+    Mutant(
+        "preference_loss",
+        "rewards_attached",
+        "returns the rewards with their graph",
+        [
+            ("chosen_rewards = beta * chosen_logratios.detach()", "chosen_rewards = beta * chosen_logratios"),
+            ("rejected_rewards = beta * rejected_logratios.detach()", "rejected_rewards = beta * rejected_logratios"),
+        ],
+    ),
+    Mutant(
+        "preference_loss",
+        "rewards_without_beta",
+        "reports the raw log-ratios as rewards",
+        [
+            ("chosen_rewards = beta * chosen_logratios.detach()", "chosen_rewards = chosen_logratios.detach()"),
+            ("rejected_rewards = beta * rejected_logratios.detach()", "rejected_rewards = rejected_logratios.detach()"),
+        ],
+    ),
+    Mutant(
+        "dpo_batch_loss",
+        "reference_with_grad",
+        "runs the reference model with autograd on",
+        [("with torch.no_grad():", "if True:")],
+    ),
+    Mutant(
+        "dpo_batch_loss",
+        "policy_halves_swapped",
+        "splits the policy's rows as [rejected; chosen] but the reference's as [chosen; rejected]",
+        [
+            (
+                "policy_chosen, policy_rejected = policy_logps.chunk(2)",
+                "policy_rejected, policy_chosen = policy_logps.chunk(2)",
+            )
+        ],
+    ),
+    Mutant(
+        "dpo_batch_loss",
+        "ipo_on_sums",
+        "feeds IPO summed log-probs instead of TRL's per-token means",
+        [('average = loss_type == "ipo"', "average = False")],
+    ),
+    Mutant(
+        "dpo_batch_loss",
+        "accuracy_counts_ties",
+        "counts a tie as a correct preference",
+        [
+            (
+                '"rewards/accuracies": (chosen_rewards > rejected_rewards).float().mean().item()',
+                '"rewards/accuracies": (chosen_rewards >= rejected_rewards).float().mean().item()',
+            )
+        ],
+    ),
+    Mutant(
+        "dpo_batch_loss",
+        "sum_over_pairs",
+        "returns the sum of the per-pair losses instead of the mean",
+        [("return losses.mean(), metrics", "return losses.sum(), metrics")],
+    ),
+]

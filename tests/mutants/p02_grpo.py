@@ -1,0 +1,139 @@
+"""Realistic wrong versions of the p02.grpo solutions; every one must be rejected by a check."""
+
+from llm_algo.mutants import Mutant
+
+MUTANTS = [
+    Mutant(
+        "group_advantages",
+        "population_std",
+        "divides by the population std (G) instead of TRL's unbiased one (G - 1)",
+        [
+            (
+                "centred = centred / (grouped.std(dim=1, keepdim=True) + 1e-4)",
+                "centred = centred / (grouped.std(dim=1, keepdim=True, unbiased=False) + 1e-4)",
+            )
+        ],
+    ),
+    Mutant(
+        "group_advantages",
+        "no_epsilon",
+        "divides by the bare std: an all-equal group gives 0/0 = NaN",
+        [
+            (
+                "centred = centred / (grouped.std(dim=1, keepdim=True) + 1e-4)",
+                "centred = centred / grouped.std(dim=1, keepdim=True)",
+            )
+        ],
+    ),
+    Mutant(
+        "group_advantages",
+        "batch_mean",
+        "subtracts the batch mean instead of each group's",
+        [("centred = grouped - grouped.mean(dim=1, keepdim=True)", "centred = grouped - grouped.mean()")],
+    ),
+    Mutant(
+        "group_advantages",
+        "interleaved_groups",
+        "groups strided completions (view(G, -1)) instead of contiguous ones",
+        [
+            ("grouped = rewards.view(-1, group_size)", "grouped = rewards.view(group_size, -1).T"),
+            ("return centred.reshape(-1)", "return centred.T.reshape(-1)"),
+        ],
+    ),
+    Mutant(
+        "group_advantages",
+        "none_still_scales",
+        "divides by the group std for scale='none' too",
+        [('if scale == "group":', 'if scale in ("group", "none"):')],
+    ),
+    Mutant(
+        "clipped_token_loss",
+        "max_not_min",
+        "takes the optimistic branch: -max(rho A, clip(rho) A)",
+        [("loss = -torch.min(unclipped, clipped)", "loss = -torch.max(unclipped, clipped)")],
+    ),
+    Mutant(
+        "clipped_token_loss",
+        "clip_without_min",
+        "uses the clipped branch alone: no gradient outside the range on either side",
+        [("loss = -torch.min(unclipped, clipped)", "loss = -clipped")],
+    ),
+    Mutant(
+        "clipped_token_loss",
+        "symmetric_clip",
+        "ignores epsilon_high (DAPO's clip-higher)",
+        [
+            (
+                "clipped = torch.clamp(ratio, 1 - epsilon_low, 1 + epsilon_high) * adv",
+                "clipped = torch.clamp(ratio, 1 - epsilon_low, 1 + epsilon_low) * adv",
+            )
+        ],
+    ),
+    Mutant(
+        "clipped_token_loss",
+        "k3_inverted_ratio",
+        "uses log(pi_theta / pi_ref) in k3: biased, its mean is not KL(pi || pi_ref)",
+        [("log_u = ref_logps - logps", "log_u = logps - ref_logps")],
+    ),
+    Mutant(
+        "clipped_token_loss",
+        "k3_without_minus_one",
+        "drops the -1 of k3 (then it is neither >= 0 nor zero at pi = pi_ref)",
+        [("loss = loss + beta * (torch.exp(log_u) - log_u - 1)", "loss = loss + beta * (torch.exp(log_u) - log_u)")],
+    ),
+    Mutant(
+        "clipped_token_loss",
+        "kl_subtracted",
+        "subtracts the KL term from the loss (rewards drifting away from the reference)",
+        [
+            (
+                "loss = loss + beta * (torch.exp(log_u) - log_u - 1)",
+                "loss = loss - beta * (torch.exp(log_u) - log_u - 1)",
+            )
+        ],
+    ),
+    Mutant(
+        "aggregate_loss",
+        "grpo_as_token_mean",
+        "averages over all tokens for GRPO (DAPO's mean)",
+        [
+            (
+                "return (masked.sum(dim=1) / lengths.clamp(min=1)).mean()",
+                "return masked.sum() / lengths.sum().clamp(min=1)",
+            )
+        ],
+    ),
+    Mutant(
+        "aggregate_loss",
+        "dr_grpo_over_tokens",
+        "divides Dr. GRPO's sum by the token count instead of the constant N * L_max",
+        [
+            (
+                "return masked.sum() / (per_token_loss.shape[0] * max_completion_length)",
+                "return masked.sum() / lengths.sum().clamp(min=1)",
+            )
+        ],
+    ),
+    Mutant(
+        "aggregate_loss",
+        "mask_multiplied",
+        "multiplies by the mask: NaN or inf in the padding leaks into the loss",
+        [
+            (
+                "masked = torch.where(mask, per_token_loss, torch.zeros_like(per_token_loss))",
+                "masked = per_token_loss * mask",
+            )
+        ],
+    ),
+    Mutant(
+        "aggregate_loss",
+        "grpo_over_padded_length",
+        "divides each completion by the padded length T instead of its own length",
+        [
+            (
+                "return (masked.sum(dim=1) / lengths.clamp(min=1)).mean()",
+                "return (masked.sum(dim=1) / per_token_loss.shape[1]).mean()",
+            )
+        ],
+    ),
+]
