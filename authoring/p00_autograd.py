@@ -318,7 +318,7 @@ def build() -> LessonBuilder:
         backward computes $D_i = \sum_j \bar{O}_{ij} O_{ij}$ once per row for the same reason. Fused linear +
         cross-entropy kernels (Liger-Kernel, Apple's Cut Cross-Entropy) compute $\bar{Z}$ chunk by chunk inside the
         forward and never store the `(N, V)` logits: with $N = 8192$ tokens and $V = 128256$ (Llama 3) those are
-        4 GiB in float32. Megatron and DeepSpeed write custom `autograd.Function`s for their communication ops
+        3.9 GiB in float32. Megatron and DeepSpeed write custom `autograd.Function`s for their communication ops
         (all-reduce in the backward of a column-parallel layer) with the same `forward`/`backward` pattern.
 
         **Where this is used next.** [p02.rmsnorm](../02_PyTorch_Algorithms/02_RMSNorm.ipynb) asks for RMSNorm's

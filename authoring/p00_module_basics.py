@@ -160,7 +160,7 @@ def build() -> LessonBuilder:
         `module.register_forward_hook(hook)` calls `hook(module, args, output)` after every forward of that module
         and returns a handle; `handle.remove()` unregisters it. Hooks are how you inspect a model without editing
         its code: activation statistics for quantisation calibration (GPTQ, AWQ and SmoothQuant all start by
-        recording the inputs or outputs of every `nn.Linear` on a few hundred calibration samples), finding the
+        recording the inputs or outputs of every `nn.Linear` on 128 to 512 calibration samples), finding the
         first layer that produces `inf`, or extracting features.
 
         Write `record_outputs(model, *args, types=...)`: register a hook on every submodule (from
@@ -318,7 +318,8 @@ def build() -> LessonBuilder:
         built on the `meta` device first (`torch.device("meta")`, `accelerate`'s `init_empty_weights`) so that
         creating a 70B-parameter model allocates nothing until the checkpoint is loaded with `assign=True`.
         PyTorch's own hooks API also has `register_forward_pre_hook` (inputs) and `register_full_backward_hook`
-        (gradients); FSDP and activation checkpointing are built on these module hooks.
+        (gradients); FSDP registers such hooks to gather its sharded parameters just before each module's forward and free
+        them just after.
 
         **Where this is used next.** [p02.rmsnorm](../02_PyTorch_Algorithms/02_RMSNorm.ipynb) asks for a module whose
         `state_dict` matches Hugging Face's, [p02.rope](../02_PyTorch_Algorithms/04_RoPE.ipynb) builds the cos/sin

@@ -315,7 +315,7 @@ def build() -> LessonBuilder:
         `attn_mask` that broadcasts exactly like yours and dispatches to FlashAttention or memory-efficient kernels
         that never materialise `(B, H, T, S)`; Hugging Face builds its 4-D masks with the same broadcasting
         comparisons as the demo. `torch.einsum` appears in real model code for MoE dispatch and combine
-        (`"sec,sm->ecm"` in GShard and Mesh-TensorFlow), and einops' `rearrange` is einsum's naming idea applied to
+        (one-hot dispatch einsums of the form `"sec,sm->ecm"`, as in GShard, Lepikhin et al. 2020), and einops' `rearrange` is einsum's naming idea applied to
         reshapes.
 
         **Where this is used next.** [p00.tensor_layout](04_Tensor_Layout.ipynb) explains what broadcasting does to

@@ -331,7 +331,7 @@ def build() -> LessonBuilder:
         **What production code does.** PyTorch runs these updates with `foreach=True` (one kernel per operation
         over all tensors of a group) or `fused=True`; `torch.compile` fuses the whole step. Fused cross-entropy
         kernels (Liger-Kernel, Cut Cross-Entropy) never materialise the `(N, V)` log-probabilities, which for
-        $N = 8192$ tokens and a 128k vocabulary are 4 GiB in float32. Muon replaces the update $g$ by an
+        $N = 8192$ tokens and a 128k vocabulary are 3.9 GiB in float32. Muon replaces the update $g$ by an
         orthogonalised Nesterov momentum for the matrix parameters and keeps AdamW for embeddings and norms.
 
         **Where this is used next.** [p02.swiglu](../02_PyTorch_Algorithms/03_SwiGLU.ipynb) gates with your SiLU,

@@ -332,6 +332,10 @@ def build() -> LessonBuilder:
             ax.set_title(title, fontsize=9); ax.set_xlabel("column index"); ax.set_ylabel("row index")
         fig.suptitle("storage address of each element (same storage, different strides)", fontsize=10)
         plt.tight_layout(); plt.show()
+        if len(panels) == 3:  # the aliasing trap: an in-place op on overlapping windows
+            windows.add_(1)
+            print("after sliding_windows(stream, 4, 2).add_(1) the stream is", stream.tolist())
+            print("(positions 2..7 sit in two windows each and were incremented twice)")
     """)
     lesson.md(r"""
         ### And the cost of the copies you avoid
@@ -382,9 +386,9 @@ def build() -> LessonBuilder:
         its stride is `step * x.stride(-1)`, and the position inside a window keeps the old last stride. Passing
         `x.storage_offset()` (or leaving the argument out, which keeps it) matters because `as_strided` addresses the
         *storage*, not the tensor: on a slice `x[:, 3:]` with offset 0 every window starts three tokens early. The result costs no memory and no
-        time, but it aliases: an in-place write into one window changes its neighbours (PyTorch refuses in-place
-        ops on such overlapping views with *unsupported operation: some elements of the input tensor and the written-to
-        tensor refer to a single memory location*), and any op that needs contiguous input silently makes the
+        time, but it aliases: an in-place write into one window changes its neighbours, and an in-place
+        op on the whole view applies twice to every element two windows share (`windows.add_(1)` adds 2 there;
+        PyTorch does not refuse it, the demo above shows it), and any op that needs contiguous input silently makes the
         $W/S$-times larger copy. *The mistakes*: last stride assumed to be 1, offset 0, $n$ off by one, a copy (`torch.stack` of slices) instead
         of a view.
 
