@@ -11,7 +11,7 @@ def build() -> LessonBuilder:
         title_zh="自动微分与反向传播",
         difficulty="medium",
         device="cpu",
-        minutes=45,
+        minutes=55,
         prerequisites=["p00.tensor_layout"],
     )
     lesson.title(
@@ -24,8 +24,9 @@ def build() -> LessonBuilder:
         early) are the ones this lesson makes you meet on purpose.
 
         **You will implement** the forward and backward of a 2-layer MLP language-model head with softmax
-        cross-entropy entirely by hand, and a softmax `torch.autograd.Function` that saves only its output for the
-        backward. **Graded against** `torch.autograd` on the same computation (float64 and float32),
+        cross-entropy entirely by hand, a softmax `torch.autograd.Function` that saves only its output for the
+        backward, and per-loss gradient norms from one shared graph (`retain_graph`, leaves left untouched).
+        **Graded against** `torch.autograd` on the same computation (float64 and float32),
         `torch.autograd.gradcheck` (finite differences) run *through your hand-written gradients*, closed forms, and
         autograd's in-place detection.
 
@@ -253,6 +254,52 @@ def build() -> LessonBuilder:
     ''',
     )
     lesson.md(r"""
+        ## 5. Exercise `per_loss_grad_norms`: one graph, several losses
+
+        A mixture-of-experts model trains on a sum of losses: the language-modelling loss, a load-balancing
+        auxiliary loss (Switch Transformer, coefficient $10^{-2}$) and sometimes a router z-loss (ST-MoE,
+        $10^{-3}$). To set those coefficients you monitor how hard each term pulls on the weights: the global
+        gradient norm of each loss *separately*, $\lVert \nabla_\theta L_k \rVert_2 =
+        \sqrt{\sum_{p} \lVert \partial L_k / \partial p \rVert^2}$ (GradNorm, Chen et al. 2018, balances tasks on
+        the same quantity). All the losses come from one forward pass, so they share one graph.
+
+        Write `per_loss_grad_norms(losses, params)` with `torch.autograd.grad`, which *returns* gradients instead of
+        accumulating them into the leaves' `.grad` (so the training step's own `.grad` is left exactly as it was).
+        Three details decide whether it works:
+
+        - the graph's saved tensors are freed by the first backward through them, so every call but the **last**
+          needs `retain_graph=True`, and the last one must **not** retain it (or the whole graph's activations stay in
+          memory until the losses are garbage-collected);
+        - a parameter that a loss does not reach (the output head, for a loss on the router) has no gradient:
+          `allow_unused=True` returns `None` for it, which counts as 0;
+        - the norm is global: the square root of the sum over all parameters, not a sum of per-parameter norms.
+
+        Return a list of 0-d tensors, one per loss, in the parameters' dtype.
+    """)
+    lesson.exercise(
+        "per_loss_grad_norms",
+        r'''
+        def per_loss_grad_norms(losses: list[torch.Tensor], params: list[torch.Tensor]) -> list[torch.Tensor]:
+            """Global L2 norm of d loss_k / d params for each loss of one shared graph; leaves' .grad untouched.
+
+            losses: 0-d tensors from one forward pass; params: leaf tensors that require grad
+            returns [norm_k: 0-d tensor] in the params' dtype; the graph is freed after the last loss
+            """
+            # TODO: torch.autograd.grad for each loss: retain the graph for all but the last, allow unused params
+            # TODO: unused parameters (None) count as 0; norm = sqrt(sum over params of sum(g**2))
+            ### BEGIN SOLUTION
+            norms = []
+            for k, loss in enumerate(losses):
+                last = k == len(losses) - 1
+                grads = torch.autograd.grad(loss, params, retain_graph=not last, allow_unused=True)
+                squares = [g.pow(2).sum() for g in grads if g is not None]
+                total = torch.stack(squares).sum() if squares else torch.zeros((), dtype=params[0].dtype)
+                norms.append(total.sqrt().detach())
+            return norms
+            ### END SOLUTION
+    ''',
+    )
+    lesson.md(r"""
         ### A picture: what gradcheck compares
 
         `torch.autograd.gradcheck` perturbs each input entry by $\pm\varepsilon$ and compares the finite difference
@@ -294,7 +341,7 @@ def build() -> LessonBuilder:
     """)
     lesson.stop()
     lesson.md(r"""
-        ## 5. Reading the solutions
+        ## 6. Reading the solutions
 
         **`mlp_forward_backward`.** The forward keeps `pre` (for the ReLU mask) and `act` (for $\bar W_2$): exactly
         what PyTorch's `ReluBackward0` and `MmBackward0` nodes save. The log-sum-exp subtracts the row max, and the
@@ -313,6 +360,14 @@ def build() -> LessonBuilder:
         needs no exponentials at all, and it uses `save_for_backward`, so autograd's version counter guards it.
         *Mistakes*: $\bar s = y \odot \bar y$ (the diagonal of the Jacobian only), the sum over the wrong axis,
         saving with `ctx.probs = ...` (an in-place edit of the output then goes unnoticed), no max subtraction.
+
+        **`per_loss_grad_norms`.** `torch.autograd.grad` walks the same graph as `backward` but hands the gradients
+        back instead of adding them to `.grad`, so monitoring never disturbs the step. `retain_graph=not last` keeps
+        the saved activations alive exactly as long as a later loss needs them. *Mistakes*: `loss.backward()` (it
+        accumulates into every leaf's `.grad`, and the next loss then reads the sum), no `retain_graph` (the second
+        loss raises *Trying to backward through the graph a second time*), `retain_graph=True` on every call (the
+        activations outlive the function), a sum of per-parameter norms (larger than the global norm), and
+        `allow_unused` left out (a loss that does not reach the head raises).
 
         **What production code does.** PyTorch's `_softmax_backward_data` is this formula; FlashAttention-2's
         backward computes $D_i = \sum_j \bar{O}_{ij} O_{ij}$ once per row for the same reason. Fused linear +

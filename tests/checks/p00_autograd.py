@@ -375,3 +375,127 @@ def saves_the_output_with_save_for_backward(ex):
         got="backward ran",
         hint="save tensors with ctx.save_for_backward, not as ctx attributes: autograd then checks their version",
     )
+
+
+# ------------------------------------------------------------------------------------------ per_loss_grad_norms
+
+HINT_NORMS = (
+    "torch.autograd.grad(loss, params, retain_graph=<not the last loss>, allow_unused=True); "
+    "norm = sqrt(sum over params of (g**2).sum()), None counting as 0"
+)
+
+
+class RoutedMLP(torch.nn.Module):
+    """A tiny MoE-like layer: a router (whose logits feed an auxiliary loss), an MLP and an output head."""
+
+    def __init__(self, d=6, experts=3, vocab=7, dtype=torch.float64):
+        super().__init__()
+        self.router = torch.nn.Linear(d, experts, dtype=dtype)
+        self.mlp = torch.nn.Linear(d, d, dtype=dtype)
+        self.head = torch.nn.Linear(d, vocab, dtype=dtype)
+
+    def losses(self, x, targets):
+        router_logits = self.router(x)  # (N, E): shared by all three losses
+        probs = torch.softmax(router_logits, dim=-1)  # (N, E)
+        hidden = torch.tanh(self.mlp(x)) * probs.max(dim=-1, keepdim=True).values  # (N, d): the router gates
+        lm = F.cross_entropy(self.head(hidden), targets)
+        balance = probs.shape[-1] * (probs.mean(0) ** 2).sum()  # a load-balancing-style auxiliary loss
+        z_loss = torch.logsumexp(router_logits, dim=-1).pow(2).mean()
+        return [lm, 1e-2 * balance, 1e-3 * z_loss]
+
+
+def reference_norms(model, x, targets):
+    """Each loss from a fresh forward pass, its gradient from torch.autograd.grad: no shared graph at all."""
+    norms = []
+    for k in range(3):
+        loss = model.losses(x, targets)[k]
+        grads = torch.autograd.grad(loss, list(model.parameters()), allow_unused=True)
+        norms.append(torch.sqrt(sum((g.double() ** 2).sum() for g in grads if g is not None)))
+    return norms
+
+
+@checks("per_loss_grad_norms")
+def shared_intermediate_by_hand(ex):
+    """h = w * x shared by L1 = sum(h) and L2 = sum(h^2): norms |x| and 2|w * x * x|"""
+    w = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64, requires_grad=True)
+    x = torch.tensor([0.5, 4.0, -1.0], dtype=torch.float64)
+    h = w * x
+    got = ex.per_loss_grad_norms([h.sum(), (h**2).sum()], [w])
+    want = [x.norm(), (2 * w.detach() * x * x).norm()]
+    expect(
+        isinstance(got, list) and len(got) == 2,
+        "expected one norm per loss, in a list",
+        input="two losses from h = w * x",
+        expected="[norm_1, norm_2]",
+        got=repr(got)[:120],
+    )
+    for k in range(2):
+        expect_close(got[k], want[k], input=f"w={w.tolist()}, x={x.tolist()}, loss {k + 1}", hint=HINT_NORMS)
+
+
+@checks("per_loss_grad_norms")
+def moe_losses_match_separate_passes(ex):
+    """LM loss, balance loss and z-loss of one forward (the head unused by two of them): norms of separate passes"""
+    for dtype in (torch.float64, torch.float32):
+        model = RoutedMLP(dtype=dtype)
+        x = torch.randn(9, 6, dtype=dtype)
+        targets = torch.randint(0, 7, (9,))
+        got = ex.per_loss_grad_norms(model.losses(x, targets), list(model.parameters()))
+        want = reference_norms(model, x, targets)
+        label = f"RoutedMLP {dtype}, x (9, 6): [lm, 1e-2 * balance, 1e-3 * z-loss]; the head reaches only lm"
+        for k, name in enumerate(("lm", "balance", "z-loss")):
+            expect_tensor(got[k], shape=(), dtype=dtype, input=label, what=f"norm of {name}")
+            expect_close(got[k], want[k], input=label, what=f"norm of {name}", hint=HINT_NORMS)
+    model = RoutedMLP()
+    x, targets = torch.randn(4, 6, dtype=torch.float64), torch.randint(0, 7, (4,))
+    lm, balance, _ = model.losses(x, targets)
+    got = ex.per_loss_grad_norms([balance, lm], [model.head.weight])
+    label = "RoutedMLP: losses [balance, lm], params [head.weight] only (the balance loss never reaches the head)"
+    expect_tensor(got[0], shape=(), dtype=torch.float64, input=label, what="norm of balance")
+    expect_close(got[0], torch.zeros((), dtype=torch.float64), input=label, what="norm of balance", hint=HINT_NORMS)
+    want = torch.autograd.grad(model.losses(x, targets)[0], [model.head.weight])[0].norm()
+    expect_close(got[1], want, input=label, what="norm of lm", hint=HINT_NORMS)
+
+
+@checks("per_loss_grad_norms")
+def leaves_grad_untouched(ex):
+    """the parameters' .grad (None or an accumulated gradient) is exactly as before"""
+    model = RoutedMLP()
+    x, targets = torch.randn(5, 6, dtype=torch.float64), torch.randint(0, 7, (5,))
+    sentinel = torch.randn(7, 6, dtype=torch.float64)
+    model.head.weight.grad = sentinel.clone()  # a gradient accumulated by the training step
+    ex.per_loss_grad_norms(model.losses(x, targets), list(model.parameters()))
+    changed = [n for n, p in model.named_parameters() if n != "head.weight" and p.grad is not None]
+    expect(
+        torch.equal(model.head.weight.grad, sentinel) and not changed,
+        "the leaves' .grad changed",
+        input="RoutedMLP with head.weight.grad preset, every other .grad None",
+        expected="head.weight.grad unchanged, the others still None",
+        got=f"head.weight.grad changed: {not torch.equal(model.head.weight.grad, sentinel)}, set: {changed}",
+        hint="loss.backward() accumulates into .grad; torch.autograd.grad returns the gradients instead",
+    )
+
+
+@checks("per_loss_grad_norms")
+def graph_freed_after_the_last_loss(ex):
+    """after the call the shared part of the graph (the router) is freed: a further backward raises"""
+    model = RoutedMLP()
+    x, targets = torch.randn(5, 6, dtype=torch.float64), torch.randint(0, 7, (5,))
+    losses = model.losses(x, targets)
+    ex.per_loss_grad_norms(losses, list(model.parameters()))
+    try:
+        losses[0].backward()
+    except RuntimeError as exc:
+        if isinstance(exc, NotImplementedError):
+            raise
+        if "second time" in str(exc) or "freed" in str(exc):
+            return
+        raise
+    expect(
+        False,
+        "the graph is still alive after the last loss (its activations stay in memory)",
+        input="RoutedMLP: three losses, per_loss_grad_norms, then losses[0].backward()",
+        expected="RuntimeError: Trying to backward through the graph a second time",
+        got="backward ran",
+        hint="retain_graph=True for every loss but the last; the last call frees the graph",
+    )

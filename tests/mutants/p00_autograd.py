@@ -118,3 +118,49 @@ MUTANTS = [
         ],
     ),
 ]
+MUTANTS += [
+    Mutant(
+        "per_loss_grad_norms",
+        "uses_backward",
+        "calls loss.backward() and reads .grad, which accumulates into the leaves",
+        [
+            (
+                "grads = torch.autograd.grad(loss, params, retain_graph=not last, allow_unused=True)",
+                "loss.backward(retain_graph=not last)\n        grads = [p.grad for p in params]",
+            )
+        ],
+    ),
+    Mutant(
+        "per_loss_grad_norms",
+        "no_retain_graph",
+        "never retains the graph: the second loss cannot go back through the shared part",
+        [("retain_graph=not last", "retain_graph=False")],
+    ),
+    Mutant(
+        "per_loss_grad_norms",
+        "retain_everywhere",
+        "retains the graph on every call, also the last: the activations outlive the function",
+        [("retain_graph=not last", "retain_graph=True")],
+    ),
+    Mutant(
+        "per_loss_grad_norms",
+        "sum_of_norms",
+        "adds the per-parameter norms instead of taking the global norm",
+        [
+            (
+                "squares = [g.pow(2).sum() for g in grads if g is not None]",
+                "squares = [g.norm() ** 2 for g in grads if g is not None]",
+            ),
+            (
+                "norms.append(total.sqrt().detach())",
+                "norms.append(torch.stack([g.norm() for g in grads if g is not None]).sum().detach())",
+            ),
+        ],
+    ),
+    Mutant(
+        "per_loss_grad_norms",
+        "unused_not_allowed",
+        "leaves allow_unused out: a loss that does not reach every parameter raises",
+        [("retain_graph=not last, allow_unused=True)", "retain_graph=not last)")],
+    ),
+]
