@@ -11,7 +11,7 @@ def build() -> LessonBuilder:
         title_zh="手写网络层、损失函数与 SGD 优化器",
         difficulty="medium",
         device="cpu",
-        minutes=45,
+        minutes=55,
         prerequisites=["p00.autograd", "p00.module_basics"],
     )
     lesson.title(

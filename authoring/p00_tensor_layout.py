@@ -11,7 +11,7 @@ def build() -> LessonBuilder:
         title_zh="张量布局、步长与视图",
         difficulty="medium",
         device="cpu",
-        minutes=45,
+        minutes=50,
         prerequisites=[],
     )
     lesson.title(
