@@ -1,0 +1,163 @@
+"""Realistic wrong versions of the p00.optim_and_loss solutions; every one must be rejected by a check."""
+
+from llm_algo.mutants import Mutant
+
+MUTANTS = [
+    Mutant(
+        "linear_and_embedding",
+        "weight_not_transposed",
+        "multiplies by the weight as stored, (d_out, d_in), reshaped to fit: x @ W.reshape(d_in, d_out)",
+        [
+            ("    if weight.dim() != 2 or weight.shape[1] != x.shape[-1]:", "    if weight.dim() != 2:"),
+            ("y = x @ weight.T ", "y = x @ weight.reshape(weight.shape[1], weight.shape[0]) "),
+        ],
+    ),
+    Mutant(
+        "linear_and_embedding",
+        "calls_f_linear",
+        "calls F.linear",
+        [("y = x @ weight.T ", "y = torch.nn.functional.linear(x, weight) ")],
+    ),
+    Mutant(
+        "linear_and_embedding",
+        "ids_not_checked",
+        "looks rows up without checking the ids",
+        [("    if ids.numel() and (", "    if False and (")],
+    ),
+    Mutant(
+        "linear_and_embedding",
+        "embedding_through_one_hot",
+        "builds the embedding as a one-hot matmul in float32, losing float64 precision and the int check",
+        [
+            (
+                "    return weight[ids]  ",
+                "    return (torch.nn.functional.one_hot(ids, weight.shape[0]).float() @ weight.float()).to(weight.dtype)  ",
+            )
+        ],
+    ),
+    Mutant(
+        "softmax_and_silu",
+        "global_max",
+        "subtracts the maximum of the whole tensor instead of each slice along dim",
+        [("xc - xc.amax(dim=dim, keepdim=True)", "xc - xc.max()")],
+    ),
+    Mutant(
+        "softmax_and_silu",
+        "sum_over_last_dim",
+        "normalises over the last dimension whatever dim says",
+        [("e / e.sum(dim=dim, keepdim=True)", "e / e.sum(dim=-1, keepdim=True)")],
+    ),
+    Mutant(
+        "softmax_and_silu",
+        "no_upcast",
+        "computes softmax in the input's dtype (fp16/bf16 sums lose digits)",
+        [("    xc = x.to(torch.promote_types(x.dtype, torch.float32))\n    e =", "    xc = x\n    e =")],
+    ),
+    Mutant(
+        "softmax_and_silu",
+        "silu_is_sigmoid",
+        "returns sigmoid(x) instead of x * sigmoid(x)",
+        [("return (xc * torch.sigmoid(xc)).to(x.dtype)", "return torch.sigmoid(xc).to(x.dtype)")],
+    ),
+    Mutant(
+        "softmax_and_silu",
+        "silu_calls_builtin",
+        "calls F.silu",
+        [("return (xc * torch.sigmoid(xc)).to(x.dtype)", "return torch.nn.functional.silu(x)")],
+    ),
+    Mutant(
+        "cross_entropy",
+        "mean_over_all_rows",
+        "divides by N instead of the number of kept rows",
+        [("return losses.sum() / keep.sum()", "return losses.sum() / targets.numel()")],
+    ),
+    Mutant(
+        "cross_entropy",
+        "ignored_rows_counted",
+        "ignores ignore_index: -100 wraps around to column V - 100 through advanced indexing",
+        [
+            ("    keep = targets != ignore_index ", "    keep = targets == targets "),
+            (
+                "safe_targets = torch.where(keep, targets, torch.zeros_like(targets))",
+                "safe_targets = targets % z.shape[1]",
+            ),
+        ],
+    ),
+    Mutant(
+        "cross_entropy",
+        "no_max_subtraction",
+        "computes log(sum(exp(z))) directly (overflow at large logits)",
+        [
+            (
+                "log_norm = row_max.squeeze(-1) + (z - row_max).exp().sum(dim=-1).log()",
+                "log_norm = z.exp().sum(dim=-1).log()",
+            )
+        ],
+    ),
+    Mutant(
+        "cross_entropy",
+        "hard_coded_minus_100",
+        "compares with -100 instead of the ignore_index argument",
+        [("keep = targets != ignore_index", "keep = targets != -100")],
+    ),
+    Mutant(
+        "cross_entropy",
+        "all_ignored_returns_zero",
+        "guards the division so an all-ignored batch gives 0 instead of nan",
+        [("return losses.sum() / keep.sum()", "return losses.sum() / keep.sum().clamp_min(1)")],
+    ),
+    Mutant(
+        "sgd_optimizer",
+        "first_step_dampened",
+        "dampens the first step too: buf = (1 - dampening) * g",
+        [
+            (
+                'buf = state["momentum_buffer"] = g.clone()',
+                'buf = state["momentum_buffer"] = g.clone() * (1 - tau)',
+            )
+        ],
+    ),
+    Mutant(
+        "sgd_optimizer",
+        "nesterov_as_plain",
+        "ignores Nesterov: uses the buffer as the update",
+        [('g = g.add(buf, alpha=mu) if group["nesterov"] else buf', "g = buf")],
+    ),
+    Mutant(
+        "sgd_optimizer",
+        "decay_after_momentum",
+        "adds the weight decay after the momentum update (it no longer passes through the buffer)",
+        [
+            ('g = g.add(p, alpha=group["weight_decay"])', "pass"),
+            ("p.add_(g, alpha=-lr)", 'p.add_(g.add(p, alpha=group["weight_decay"]), alpha=-lr)'),
+        ],
+    ),
+    Mutant(
+        "sgd_optimizer",
+        "defaults_not_group",
+        "reads lr and momentum from self.defaults instead of the parameter's group",
+        [
+            (
+                'lr, mu, tau = group["lr"], group["momentum"], group["dampening"]',
+                'lr, mu, tau = self.defaults["lr"], self.defaults["momentum"], group["dampening"]',
+            )
+        ],
+    ),
+    Mutant(
+        "sgd_optimizer",
+        "buffer_not_in_state",
+        "keeps the momentum buffer in a private dict, so state_dict() and load_state_dict() do not carry it",
+        [
+            (
+                "                state = self.state[p]\n",
+                "                state = self.__dict__.setdefault('_buffers', {}).setdefault(p, {})\n",
+            ),
+        ],
+    ),
+    Mutant(
+        "sgd_optimizer",
+        "no_nesterov_validation",
+        "accepts Nesterov without momentum",
+        [("        if nesterov and (momentum <= 0 or dampening != 0):", "        if False:")],
+    ),
+]
