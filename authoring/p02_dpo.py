@@ -313,7 +313,7 @@ def build() -> LessonBuilder:
         Razin et al., 2024, "likelihood displacement").
     """)
     lesson.code(r"""
-        from llm_algo.hf_reference import tiny_llama_config, transformers_module
+        from llm_algo.references.hf import tiny_llama_config, transformers_module
 
         def synthetic_pairs(num_pairs=16, prompt_len=4, vocab=32, generator=None):
             prompts = torch.randint(4, vocab - 1, (num_pairs, prompt_len), generator=generator)

@@ -6,8 +6,8 @@ and its autograd backward, and autograd's version counter for tensors saved with
 import torch
 import torch.nn.functional as F
 
-from llm_algo.checking import Checks, describe, expect, expect_close, expect_gradcheck, expect_tensor
-from llm_algo.restrictions import AUTOGRAD, CROSS_ENTROPY, LOGSUMEXP, SOFTMAX
+from llm_algo.check import Checks, describe, expect, expect_close, expect_gradcheck, expect_tensor
+from llm_algo.check.restrictions import AUTOGRAD, CROSS_ENTROPY, LOGSUMEXP, SOFTMAX
 
 checks = Checks("p00.autograd")
 checks.restrict(

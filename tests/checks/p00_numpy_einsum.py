@@ -8,8 +8,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from llm_algo.checking import Checks, describe, expect, expect_close, expect_tensor
-from llm_algo.restrictions import ATTENTION, SOFTMAX
+from llm_algo.check import Checks, describe, expect, expect_close, expect_tensor
+from llm_algo.check.restrictions import ATTENTION, SOFTMAX
 
 checks = Checks("p00.numpy_einsum")
 checks.restrict(

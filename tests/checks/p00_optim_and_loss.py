@@ -9,8 +9,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from llm_algo.checking import Checks, describe, expect, expect_close, expect_gradcheck, expect_tensor
-from llm_algo.restrictions import CROSS_ENTROPY, LOGSUMEXP, SOFTMAX
+from llm_algo.check import Checks, describe, expect, expect_close, expect_gradcheck, expect_tensor
+from llm_algo.check.restrictions import CROSS_ENTROPY, LOGSUMEXP, SOFTMAX
 
 checks = Checks("p00.optim_and_loss")
 checks.restrict(

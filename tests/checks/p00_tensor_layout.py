@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from llm_algo.checking import Checks, describe, expect, expect_close, expect_tensor
+from llm_algo.check import Checks, describe, expect, expect_close, expect_tensor
 
 checks = Checks("p00.tensor_layout")
 checks.restrict(

@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from llm_algo.checking import Checks, describe, expect, expect_close, expect_gradcheck, expect_tensor
+from llm_algo.check import Checks, describe, expect, expect_close, expect_gradcheck, expect_tensor
 
 checks = Checks("p02.distillation")
 checks.restrict(

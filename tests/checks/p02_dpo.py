@@ -11,10 +11,10 @@ import math
 import torch
 import torch.nn.functional as F
 
-from llm_algo.checking import Checks, describe, expect, expect_close, expect_gradcheck, expect_tensor
-from llm_algo.hf_reference import tiny_llama_config
-from llm_algo.llama_reference import causal_lm
-from llm_algo.restrictions import CROSS_ENTROPY
+from llm_algo.check import Checks, describe, expect, expect_close, expect_gradcheck, expect_tensor
+from llm_algo.references.hf import tiny_llama_config
+from llm_algo.references.llama import causal_lm
+from llm_algo.check.restrictions import CROSS_ENTROPY
 
 checks = Checks("p02.dpo")
 checks.restrict(

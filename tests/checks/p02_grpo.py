@@ -11,7 +11,7 @@ import statistics
 
 import torch
 
-from llm_algo.checking import Checks, describe, expect, expect_close, expect_gradcheck, expect_tensor
+from llm_algo.check import Checks, describe, expect, expect_close, expect_gradcheck, expect_tensor
 
 checks = Checks("p02.grpo")
 

@@ -1,5 +1,5 @@
 """Checks for p02.lora. References: Hugging Face PEFT 0.21 (`LoraConfig`, `inject_adapter_in_model` on a one-layer
-module, `get_peft_model` on a tiny Llama built locally from a config by `llm_algo.llama_reference.causal_lm`): its
+module, `get_peft_model` on a tiny Llama built locally from a config by `llm_algo.references.llama.causal_lm`): its
 initialisation, scaling, outputs (PEFT run in float64 as the oracle, in float32 as the baseline), gradients, merged
 weights, state-dict names and trainable counts; `torch.autograd.gradcheck`; and the `nn.Linear` shapes of a real
 Llama-3-8B built on the `meta` device (nothing allocated, nothing downloaded)."""
@@ -13,9 +13,9 @@ from types import SimpleNamespace
 import torch
 import torch.nn as nn
 
-from llm_algo.checking import Checks, expect, expect_close, expect_gradcheck, expect_tensor
-from llm_algo.hf_reference import tiny_llama_config, transformers_module
-from llm_algo.llama_reference import causal_lm
+from llm_algo.check import Checks, expect, expect_close, expect_gradcheck, expect_tensor
+from llm_algo.references.hf import tiny_llama_config, transformers_module
+from llm_algo.references.llama import causal_lm
 
 checks = Checks("p02.lora")
 checks.restrict(

@@ -12,8 +12,8 @@ import warnings
 
 import torch
 
-from llm_algo.checking import Checks, expect, expect_close
-from llm_algo.kernel_checks import expect_refused
+from llm_algo.check import Checks, expect, expect_close
+from llm_algo.references.kernels import expect_refused
 
 checks = Checks("p02.lr_schedules")
 checks.restrict(
@@ -46,7 +46,7 @@ class PlainPython:
     """`ex` whose functions fail a check when they run code of transformers or torch.optim.lr_scheduler. The
     package's restriction watch sees torch calls only, and a schedule lambda is pure Python (math.cos), so these
     three exercises also watch Python-level calls (sys.setprofile) while the learner's function runs.
-    (Should move into llm_algo.restrictions.)"""
+    (Should move into llm_algo.check.restrictions.)"""
 
     files = _forbidden_python_files()
 
