@@ -431,7 +431,7 @@ def build() -> LessonBuilder:
         that. The long left tails are the small values that landed in the subnormal range, where the relative error
         grows: per-tensor scaling fits the outliers and sacrifices the small numbers. That is why DeepSeek-V3 scales
         FP8 activations per 1×128 tile and weights per 128×128 block instead of per tensor (arXiv:2412.19437, section
-        3.3.2), and why the OCP MX formats attach one shared 8-bit exponent to every block of 32 values.
+        3.3), and why the OCP MX formats attach one shared 8-bit exponent to every block of 32 values.
     """)
     lesson.stop()
     lesson.md(r"""
