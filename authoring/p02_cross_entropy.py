@@ -12,7 +12,7 @@ def build() -> LessonBuilder:
         difficulty="medium",
         device="cpu",
         minutes=60,
-        prerequisites=[],
+        prerequisites=["p00.optim_and_loss", "p00.autograd"],
     )
     lesson.title(
         intro=r"""

@@ -12,7 +12,7 @@ def build() -> LessonBuilder:
         difficulty="medium",
         device="cpu",
         minutes=80,
-        prerequisites=[],
+        prerequisites=["p00.numpy_einsum"],
     )
     lesson.title(
         intro=r"""

@@ -12,7 +12,7 @@ def build() -> LessonBuilder:
         difficulty="easy",
         device="cpu",
         minutes=45,
-        prerequisites=[],
+        prerequisites=["p00.module_basics", "p00.autograd"],
     )
     lesson.title(
         intro=r"""

@@ -12,7 +12,7 @@ def build() -> LessonBuilder:
         difficulty="medium",
         device="cpu",
         minutes=75,
-        prerequisites=[],
+        prerequisites=["p00.tensor_layout"],
     )
     lesson.title(
         intro=r"""

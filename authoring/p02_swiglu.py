@@ -12,7 +12,7 @@ def build() -> LessonBuilder:
         difficulty="easy",
         device="cpu",
         minutes=40,
-        prerequisites=["p02.rmsnorm"],
+        prerequisites=["p00.optim_and_loss", "p02.rmsnorm"],
     )
     lesson.title(
         intro=r"""

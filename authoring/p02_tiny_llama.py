@@ -12,7 +12,7 @@ def build() -> LessonBuilder:
         difficulty="medium",
         device="cpu",
         minutes=75,
-        prerequisites=["p02.rmsnorm", "p02.rope", "p02.attention_mha_gqa", "p02.llama_block"],
+        prerequisites=["p00.module_basics", "p02.rmsnorm", "p02.rope", "p02.attention_mha_gqa", "p02.llama_block"],
     )
     lesson.title(
         intro=r"""

@@ -1,7 +1,20 @@
 """The check author's API, as a lesson's checks module imports it: `from llm_algo.check import Checks, expect_close`."""
 
-from .api import Checks, CheckSpec, describe, expect, expect_close, expect_gradcheck, expect_tensor, load_checks
+from .api import (
+    Checks,
+    CheckSpec,
+    describe,
+    expect,
+    expect_close,
+    expect_gradcheck,
+    expect_refused,
+    expect_tensor,
+    expect_value_error,
+    load_checks,
+    one_thread,
+)
 from .failure import CheckFailed
+from .restrictions import reference_only
 
 __all__ = [
     "CheckFailed",
@@ -11,6 +24,10 @@ __all__ = [
     "expect",
     "expect_close",
     "expect_gradcheck",
+    "expect_refused",
     "expect_tensor",
+    "expect_value_error",
     "load_checks",
+    "one_thread",
+    "reference_only",
 ]

@@ -26,13 +26,14 @@ an `nn.Module`) or an in-place function must have launched at least one. Everyth
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import inspect
 import os
 import sys
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -429,3 +430,16 @@ MATMUL = (
 )
 AUTOGRAD = (torch.autograd.grad, torch.autograd.backward, Tensor.backward, "torch._functorch")  # "by hand" exercises
 ADAM = ("torch.optim.adam", "torch.optim.adamw", torch._fused_adam_, torch._fused_adamw_)  # AdamW subclasses Adam
+
+
+@contextlib.contextmanager
+def reference_only() -> Iterator[None]:
+    """For a check's own reference computations (building and running a library's model), never the learner's code:
+    torch's function modes, the restriction's watch among them, are set aside, so that its stack walk on every torch
+    call does not cost seconds; they are back on exit."""
+    modes = [torch._C._pop_torch_function_stack() for _ in range(torch._C._len_torch_function_stack())]
+    try:
+        yield
+    finally:
+        for mode in reversed(modes):
+            torch._C._push_on_torch_function_stack(mode)

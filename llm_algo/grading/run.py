@@ -59,15 +59,27 @@ def execution_path(triton: bool) -> str:
     return f"triton {policy.triton_path}" if triton else policy.device
 
 
-def _caused_by_not_implemented(exc: BaseException | None) -> bool:
+def _caused_by_not_implemented(exc: BaseException | None, namespace: dict) -> bool:
     """A check that wrapped the exercise's NotImplementedError in another error still means not attempted."""
     seen = set()
     while exc is not None and id(exc) not in seen:
-        if isinstance(exc, NotImplementedError) or _skeleton_kernel_compile_error(exc):
+        if _raised_by_the_learner(exc, namespace) or _skeleton_kernel_compile_error(exc):
             return True
         seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__
     return False
+
+
+def _raised_by_the_learner(exc: BaseException, namespace: dict) -> bool:
+    """A NotImplementedError raised by the notebook's own code (the skeleton's `raise NotImplementedError`: its frame's
+    globals are the lesson's namespace, in a grading child and in a live kernel alike), not one that torch raised for
+    an input it does not support (`F.cross_entropy` of integer logits): that one is a mistake to report."""
+    if not isinstance(exc, NotImplementedError):
+        return False
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_globals is namespace
 
 
 def _skeleton_kernel_compile_error(exc: BaseException) -> bool:
@@ -103,18 +115,20 @@ def run_check(spec: CheckSpec, namespace: dict, lesson_name: str, *, triton: boo
         checked_kernels(namespace, gate=triton and spec.gate),
         Enforcement(spec.restriction, namespace, spec.func.__globals__, source_location) as enforcement,
     ):
-        result = _outcome(spec, enforcement.exercise(Exercise(namespace, lesson_name)), common, start)
+        result = _outcome(spec, enforcement.exercise(Exercise(namespace, lesson_name)), namespace, common, start)
     violation = enforcement.violation(passed=result.outcome is Outcome.PASSED)
     if violation:  # a forbidden call fails the check even when the learner's code (or the check) swallowed it
         return replace(result, outcome=Outcome.FAILED, summary=violation, input="", expected="", got="", hint="")
     return result
 
 
-def _outcome(spec: CheckSpec, ex, common: dict, start: float) -> CheckResult:
+def _outcome(spec: CheckSpec, ex, namespace: dict, common: dict, start: float) -> CheckResult:
     try:
         spec.func(ex)
     except NotImplementedError as exc:
-        return _not_attempted(exc, common)
+        if _raised_by_the_learner(exc, namespace):
+            return _not_attempted(exc, common)
+        return _failed(spec, exc, common, start)
     except CheckFailed as exc:
         return CheckResult(
             outcome=Outcome.FAILED,
@@ -127,19 +141,24 @@ def _outcome(spec: CheckSpec, ex, common: dict, start: float) -> CheckResult:
             **common,
         )
     except Exception as exc:  # the learner's code raised: report it where it happened
-        if _caused_by_not_implemented(exc):  # also a Triton compile error of a kernel that is still a skeleton
+        # also a Triton compile error of a kernel that is still a skeleton
+        if _caused_by_not_implemented(exc, namespace):
             return _not_attempted(exc, common)
-        where = notebook_location(exc)
-        kind = "assertion failed" if isinstance(exc, AssertionError) else f"raised {type(exc).__name__}"
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        return CheckResult(
-            outcome=Outcome.FAILED,
-            summary=f"{kind}{': ' + message if message else ''}{' at ' + where if where else ''}",
-            hint=spec.hint,
-            seconds=time.perf_counter() - start,
-            **common,
-        )
+        return _failed(spec, exc, common, start)
     return CheckResult(outcome=Outcome.PASSED, seconds=time.perf_counter() - start, **common)
+
+
+def _failed(spec: CheckSpec, exc: BaseException, common: dict, start: float) -> CheckResult:
+    where = notebook_location(exc)
+    kind = "assertion failed" if isinstance(exc, AssertionError) else f"raised {type(exc).__name__}"
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return CheckResult(
+        outcome=Outcome.FAILED,
+        summary=f"{kind}{': ' + message if message else ''}{' at ' + where if where else ''}",
+        hint=spec.hint,
+        seconds=time.perf_counter() - start,
+        **common,
+    )
 
 
 def result_for_broken_exercise(spec: CheckSpec, loaded: LoadedLesson, path: str) -> CheckResult | None:

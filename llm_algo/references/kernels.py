@@ -11,12 +11,9 @@ makes; gate checks run interpreted on every device (`llm_algo.grading.interprete
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 
 from ..check.api import expect
-from ..check.failure import CheckFailed
 
 
 def guarded(
@@ -58,23 +55,5 @@ def expect_guard_untouched(
         input=input,
         expected="every guard element outside the output untouched" + (" (NaN)" if snapshot is None else ""),
         got=f"{overwritten} of {int(outside.sum())} guard elements overwritten",
-        hint=hint,
-    )
-
-
-def expect_refused(call: Callable[[], object], *, input: str, hint: str) -> None:
-    """`call()` must raise (any exception but NotImplementedError, which still means not attempted)."""
-    try:
-        call()
-    except (NotImplementedError, CheckFailed):  # not attempted; or a read out of bounds (llm_algo.check.bounds)
-        raise
-    except Exception:
-        return
-    expect(
-        False,
-        "an input the function cannot handle was accepted",
-        input=input,
-        expected="an exception with a message",
-        got="no error",
         hint=hint,
     )

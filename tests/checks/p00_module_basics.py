@@ -9,23 +9,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from llm_algo.check import Checks, describe, expect, expect_close, expect_tensor
+from llm_algo.check import Checks, describe, expect, expect_close, expect_tensor, expect_value_error
 
 checks = Checks("p00.module_basics")
-
-
-def expect_value_error(call, input: str, hint: str) -> None:
-    """The exercise must raise ValueError for this input (not any other error, not a result)."""
-    try:
-        result = call()
-    except ValueError:
-        return
-    except (NotImplementedError, AssertionError):  # not attempted; or a check failure raised inside the call
-        raise
-    except Exception as exc:  # noqa: BLE001 - any other error is the learner's bug, reported as such
-        expect(False, "raised the wrong error type", input=input, expected="ValueError", got=repr(exc)[:120], hint=hint)
-    else:
-        expect(False, "accepted bad input", input=input, expected="ValueError", got=repr(result)[:120], hint=hint)
 
 
 # ------------------------------------------------------------------------------------------ ScaledEmbedding

@@ -11,9 +11,9 @@ import torch
 import torch.nn.functional as F
 from torch.distributions import Categorical, Independent, Normal, kl_divergence
 
-from llm_algo.checking import Checks, describe, expect, expect_close, expect_gradcheck, expect_tensor
-from llm_algo.hf_reference import tiny_llama_config, transformers_module
-from llm_algo.restrictions import CROSS_ENTROPY
+from llm_algo.check import Checks, describe, expect, expect_close, expect_gradcheck, expect_tensor
+from llm_algo.check.restrictions import CROSS_ENTROPY
+from llm_algo.references.hf import tiny_llama_config, transformers_module
 
 checks = Checks("p01.information_theory")
 checks.restrict(

@@ -5,13 +5,12 @@ and a loop over the sequences of a batch for the bytes of a decoding step."""
 
 import random
 import warnings
-from contextlib import contextmanager
 from functools import cache
 
 import torch
 
-from llm_algo.checking import Checks, expect, expect_close
-from llm_algo.hf_reference import transformers_module
+from llm_algo.check import Checks, expect, expect_close, reference_only
+from llm_algo.references.hf import transformers_module
 
 checks = Checks("p01.kv_cache_math")
 checks.restrict(
@@ -19,20 +18,6 @@ checks.restrict(
     forbid=("transformers",),
     instead="compute the bytes from the config's fields (the cache transformers allocates is the checks' reference)",
 )
-
-
-@contextmanager
-def reference_only():
-    """For the checks' own reference computations (building and running transformers models): the torch function
-    modes are set aside, so that the restriction's watch (a TorchFunctionMode that walks the stack on every torch
-    call) does not cost seconds on code that is not the learner's; they are back on the stack on exit. The learner's
-    code never runs in here. (Also in p01.params_and_flops: a candidate for the package, `checks.reference()`.)"""
-    modes = [torch._C._pop_torch_function_stack() for _ in range(torch._C._len_torch_function_stack())]
-    try:
-        yield
-    finally:
-        for mode in reversed(modes):
-            torch._C._push_on_torch_function_stack(mode)
 
 
 def make_config(kind: str, fields: dict):

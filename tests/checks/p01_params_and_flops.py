@@ -6,14 +6,13 @@ attention, and the MFU the PaLM paper reports (46.2%)."""
 
 import random
 import warnings
-from contextlib import contextmanager
 from functools import cache
 
 import torch
 import torch.nn as nn
 
-from llm_algo.checking import Checks, expect
-from llm_algo.hf_reference import transformers_module
+from llm_algo.check import Checks, expect, reference_only
+from llm_algo.references.hf import transformers_module
 
 checks = Checks("p01.params_and_flops")
 checks.restrict(
@@ -119,20 +118,6 @@ PUBLISHED_CLAIM = {
     "Mixtral-8x7B": "46.7B total, 12.9B active",
     "DeepSeek-V3": "671B total, 37B activated",
 }
-
-
-@contextmanager
-def reference_only():
-    """For the checks' own reference computations (building transformers models, FlopCounterMode runs): the torch
-    function modes are set aside, so that the restriction's watch (a TorchFunctionMode that walks the stack on every
-    torch call) does not cost seconds on code that is not the learner's; they are back on the stack on exit. The
-    learner's code never runs in here. (A candidate for the package: a public `checks.reference()` context.)"""
-    modes = [torch._C._pop_torch_function_stack() for _ in range(torch._C._len_torch_function_stack())]
-    try:
-        yield
-    finally:
-        for mode in reversed(modes):
-            torch._C._push_on_torch_function_stack(mode)
 
 
 def make_config(kind: str, fields: dict, eager: bool = False):

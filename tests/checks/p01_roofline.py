@@ -8,7 +8,7 @@ import random
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from llm_algo.checking import Checks, describe, expect, expect_close
+from llm_algo.check import Checks, describe, expect, expect_close
 
 checks = Checks("p01.roofline")
 checks.restrict(

@@ -11,8 +11,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torch.utils.checkpoint
 
-from llm_algo.check import Checks, describe, expect, expect_close, expect_gradcheck
-from llm_algo.references.kernels import expect_refused
+from llm_algo.check import Checks, describe, expect, expect_close, expect_gradcheck, expect_refused
 
 checks = Checks("p02.activation_checkpointing")
 checks.restrict(

@@ -6,9 +6,8 @@ through SDPA for the gradients, and hand-derived closed forms (q = 0 gives runni
 import torch
 import torch.nn.functional as F
 
-from llm_algo.check import Checks, describe, expect, expect_close, expect_tensor
+from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
 from llm_algo.check.restrictions import ATTENTION
-from llm_algo.references.kernels import expect_refused
 
 checks = Checks("p02.attention_mha_gqa")
 checks.restrict(

@@ -4,14 +4,22 @@ swapped); `F.kl_div` against a dense teacher scattered from the top-k (zeros els
 closed forms (two-class KL values by hand, the gradient T (q_T - p_T) of T^2 KL); `F.cross_entropy` with
 ignore_index; `torch.autograd.gradcheck`."""
 
-import contextlib
 import math
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from llm_algo.check import Checks, describe, expect, expect_close, expect_gradcheck, expect_tensor
+from llm_algo.check import (
+    Checks,
+    describe,
+    expect,
+    expect_close,
+    expect_gradcheck,
+    expect_tensor,
+    expect_value_error,
+    one_thread,
+)
 
 checks = Checks("p02.distillation")
 checks.restrict(
@@ -22,33 +30,6 @@ checks.restrict(
 )
 
 HINT_KL = "forward: sum_v p_T (log p_T - log q_T); reverse: sum_v q_T (log q_T - log p_T); mean over positions; * T^2"
-
-
-def expect_value_error(call, *, input: str, hint: str) -> None:
-    """`call()` must raise ValueError from the learner's own validation; NotImplementedError means not attempted."""
-    try:
-        call()
-    except NotImplementedError:
-        raise
-    except ValueError:
-        return
-    except Exception as exc:
-        expect(
-            False,
-            "the bad input was not refused with a clear ValueError",
-            input=input,
-            expected="ValueError",
-            got=f"{type(exc).__name__}: {str(exc)[:80]}",
-            hint=hint,
-        )
-    expect(
-        False,
-        "an input the function cannot handle was accepted",
-        input=input,
-        expected="ValueError",
-        got="no error",
-        hint=hint,
-    )
 
 
 def reference_kl(student, teacher, temperature, direction, mask=None) -> torch.Tensor:
@@ -77,19 +58,6 @@ def baseline_kl(student, teacher, temperature, direction, mask=None) -> torch.Te
 
 def as_1(x: torch.Tensor) -> torch.Tensor:
     return x.reshape(1)
-
-
-@contextlib.contextmanager
-def one_thread():
-    """Tiny tensors run fastest on one intra-op thread; with two on a busy 2-core machine, every small op pays for
-    thread hand-offs (gradcheck's hundreds of tiny evaluations most of all). The previous setting is restored, so
-    nothing else in the grader changes. (Same helper as in p02_dpo's checks: a candidate for the package.)"""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 # ------------------------------------------------------------------------------------------ distillation_kl

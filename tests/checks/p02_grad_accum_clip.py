@@ -10,8 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from llm_algo.check import Checks, describe, expect, expect_close
-from llm_algo.references.kernels import expect_refused
+from llm_algo.check import Checks, describe, expect, expect_close, expect_refused
 
 checks = Checks("p02.grad_accum_clip")
 checks.restrict(

@@ -5,55 +5,23 @@ clipped loss, 3100-3102 for k3, 3153-3170 for the averages); `statistics.stdev` 
 torch.autograd.gradcheck; k3's mean over samples of a categorical policy against the exact KL; and a constructed
 batch on which GRPO and Dr. GRPO move one token's logit in opposite directions."""
 
-import contextlib
 import math
 import statistics
 
 import torch
 
-from llm_algo.check import Checks, describe, expect, expect_close, expect_gradcheck, expect_tensor
+from llm_algo.check import (
+    Checks,
+    describe,
+    expect,
+    expect_close,
+    expect_gradcheck,
+    expect_tensor,
+    expect_value_error,
+    one_thread,
+)
 
 checks = Checks("p02.grpo")
-
-
-def expect_value_error(call, *, input: str, hint: str) -> None:
-    """`call()` must raise ValueError from the learner's own validation; NotImplementedError means not attempted."""
-    try:
-        call()
-    except NotImplementedError:
-        raise
-    except ValueError:
-        return
-    except Exception as exc:
-        expect(
-            False,
-            "the bad input was not refused with a clear ValueError",
-            input=input,
-            expected="ValueError",
-            got=f"{type(exc).__name__}: {str(exc)[:80]}",
-            hint=hint,
-        )
-    expect(
-        False,
-        "an input the function cannot handle was accepted",
-        input=input,
-        expected="ValueError",
-        got="no error",
-        hint=hint,
-    )
-
-
-@contextlib.contextmanager
-def one_thread():
-    """Tiny tensors run fastest on one intra-op thread; with two on a busy 2-core machine, every small op pays for
-    thread hand-offs (gradcheck's hundreds of tiny evaluations most of all). The previous setting is restored, so
-    nothing else in the grader changes. (Same helper as in p02_dpo's checks: a candidate for the package.)"""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 # ------------------------------------------------------------------------------------------ group_advantages

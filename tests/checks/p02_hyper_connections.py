@@ -10,8 +10,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from llm_algo.check import Checks, describe, expect, expect_close, expect_gradcheck, expect_tensor
-from llm_algo.references.kernels import expect_refused
+from llm_algo.check import Checks, describe, expect, expect_close, expect_gradcheck, expect_refused, expect_tensor
 
 checks = Checks("p02.hyper_connections")
 

@@ -4,7 +4,6 @@ initialisation, scaling, outputs (PEFT run in float64 as the oracle, in float32 
 weights, state-dict names and trainable counts; `torch.autograd.gradcheck`; and the `nn.Linear` shapes of a real
 Llama-3-8B built on the `meta` device (nothing allocated, nothing downloaded)."""
 
-import contextlib
 import copy
 import math
 import warnings
@@ -13,7 +12,7 @@ from types import SimpleNamespace
 import torch
 import torch.nn as nn
 
-from llm_algo.check import Checks, expect, expect_close, expect_gradcheck, expect_tensor
+from llm_algo.check import Checks, expect, expect_close, expect_gradcheck, expect_refused, expect_tensor, one_thread
 from llm_algo.references.hf import tiny_llama_config, transformers_module
 from llm_algo.references.llama import causal_lm
 
@@ -29,34 +28,6 @@ checks.restrict(
     forbid=["peft", "transformers"],
     instead="count from the config's fields in closed form (building the model is the checks' reference)",
 )
-
-
-def expect_clear_refusal(call, *, input: str, hint: str, errors=(ValueError, TypeError)) -> None:
-    """`call()` must raise one of `errors` itself (a ValueError or TypeError with a message), not fail by accident
-    further down (an AttributeError, a ZeroDivisionError, a KeyError); NotImplementedError means not attempted."""
-    try:
-        call()
-    except NotImplementedError:
-        raise
-    except errors:
-        return
-    except Exception as exc:  # an accident, not a refusal
-        expect(
-            False,
-            "the bad input was not refused with a clear error",
-            input=input,
-            expected=" or ".join(e.__name__ for e in errors) + " raised by your validation",
-            got=f"{type(exc).__name__}: {str(exc)[:80]}",
-            hint=hint,
-        )
-    expect(
-        False,
-        "an input the function cannot handle was accepted",
-        input=input,
-        expected="an error",
-        got="no error",
-        hint=hint,
-    )
 
 
 class LinearLookAlike(nn.Module):
@@ -130,19 +101,6 @@ def case_label(d_in, d_out, r, alpha, use_rslora, bias, lead) -> str:
     return (
         f"nn.Linear({d_in}, {d_out}, bias={bias}), r={r}, alpha={alpha:g}, use_rslora={use_rslora}, x {lead + (d_in,)}"
     )
-
-
-@contextlib.contextmanager
-def one_thread():
-    """Tiny models run fastest on one intra-op thread; with two on a busy 2-core machine, every small op pays for
-    thread hand-offs (measured: 40 DPO steps of a 1-layer Llama, 7.8 s on 2 threads against 0.3 s on 1). The
-    previous setting is restored, so nothing else in the grader changes. (Candidate for the package's grader.)"""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 # ------------------------------------------------------------------------------------------ lora_linear
@@ -384,16 +342,18 @@ def float32_merge_like_peft(ex):
 def refuses_bad_arguments(ex):
     """rank 0 (ValueError) and a base layer that is not nn.Linear (TypeError) are refused by the constructor; r=1 works"""
     for use_rslora in (False, True):
-        expect_clear_refusal(
+        expect_refused(
             lambda use_rslora=use_rslora: ex.LoRALinear(nn.Linear(4, 4), r=0, alpha=1.0, use_rslora=use_rslora),
             input=f"nn.Linear(4, 4), r=0, use_rslora={use_rslora}",
             hint="raise ValueError when r < 1, before anything divides by r",
+            errors=(ValueError, TypeError),
         )
     for base in (nn.Embedding(10, 4), LinearLookAlike(6, 3)):
-        expect_clear_refusal(
+        expect_refused(
             lambda base=base: ex.LoRALinear(base, r=2, alpha=4.0),
             input=f"{type(base).__name__} (not an nn.Linear), r=2",
             hint="raise TypeError unless isinstance(base_layer, nn.Linear)",
+            errors=(ValueError, TypeError),
         )
     layer = ex.LoRALinear(nn.Linear(5, 3), r=1, alpha=2.0)
     expect(
@@ -536,10 +496,11 @@ def refuses_targets_that_match_nothing(ex):
     """a target list that matches no nn.Linear ("qproj", "c_attn") is refused"""
     for targets in (["qproj"], ["c_attn", "c_proj"]):
         model = causal_lm(tiny_llama_config(num_hidden_layers=1))
-        expect_clear_refusal(
+        expect_refused(
             lambda model=model, targets=targets: ex.apply_lora(model, targets, r=2, alpha=4.0),
             input=f"tiny Llama, target_modules={targets}",
             hint="raise ValueError when no module matched (PEFT does too)",
+            errors=(ValueError, TypeError),
         )
 
 
@@ -635,13 +596,13 @@ def head_dim_absent_or_none(ex):
 def refuses_unknown_projections_and_rank_zero(ex):
     """an unknown projection name ("qkv_proj") and r = 0 are refused with a ValueError; r = 1 is counted"""
     config = tiny_llama_config()
-    expect_clear_refusal(
+    expect_refused(
         lambda: ex.lora_parameter_count(config, 8, ["q_proj", "qkv_proj"]),
         input="tiny LlamaConfig, targets ['q_proj', 'qkv_proj']",
         hint="raise ValueError for a name that is not one of the seven Llama projections",
         errors=(ValueError,),
     )
-    expect_clear_refusal(
+    expect_refused(
         lambda: ex.lora_parameter_count(config, 0, ["q_proj"]),
         input="tiny LlamaConfig, r=0",
         hint="raise ValueError when r < 1",

@@ -12,8 +12,7 @@ import warnings
 
 import torch
 
-from llm_algo.check import Checks, expect, expect_close
-from llm_algo.references.kernels import expect_refused
+from llm_algo.check import Checks, expect, expect_close, expect_refused
 
 checks = Checks("p02.lr_schedules")
 checks.restrict(

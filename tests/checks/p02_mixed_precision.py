@@ -9,8 +9,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from llm_algo.check import Checks, describe, expect, expect_close
-from llm_algo.references.kernels import expect_refused
+from llm_algo.check import Checks, describe, expect, expect_close, expect_refused
 
 checks = Checks("p02.mixed_precision")
 checks.restrict(

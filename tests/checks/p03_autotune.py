@@ -7,10 +7,10 @@ Triton is imported inside functions only (see tests/checks/p03_matmul.py)."""
 import torch
 
 from llm_algo.bench import BenchRow, baseline_rows, flops_row
-from llm_algo.check import Checks, describe, expect, expect_close, expect_tensor
+from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
 from llm_algo.check.restrictions import MATMUL
 from llm_algo.device import policy, triton_device, triton_dtypes
-from llm_algo.references.kernels import expect_guard_untouched, expect_refused, guarded, random_window
+from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
 
 checks = Checks("p03.autotune", triton=True)
 checks.tunes_every_config = True  # its checks count what the autotuner benchmarks: grade it with every config

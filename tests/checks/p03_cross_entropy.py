@@ -9,10 +9,10 @@ import torch
 import torch.nn.functional as F
 
 from llm_algo.bench import bandwidth_row, baseline_rows, copy_row
-from llm_algo.check import Checks, describe, expect, expect_close, expect_tensor
+from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
 from llm_algo.check.restrictions import AUTOGRAD, CROSS_ENTROPY, LOGSUMEXP, SOFTMAX
 from llm_algo.device import policy, triton_device, triton_dtypes
-from llm_algo.references.kernels import expect_guard_untouched, expect_refused, guarded
+from llm_algo.references.kernels import expect_guard_untouched, guarded
 
 checks = Checks("p03.cross_entropy", triton=True)
 checks.restrict(

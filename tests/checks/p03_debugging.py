@@ -8,9 +8,9 @@ import torch
 import torch.nn.functional as F
 
 from llm_algo.bench import bandwidth_row, baseline_rows, copy_row
-from llm_algo.check import Checks, describe, expect, expect_tensor
+from llm_algo.check import Checks, describe, expect, expect_refused, expect_tensor
 from llm_algo.device import policy, triton_device, triton_dtypes
-from llm_algo.references.kernels import expect_guard_untouched, expect_refused, guarded
+from llm_algo.references.kernels import expect_guard_untouched, guarded
 
 checks = Checks("p03.debugging", triton=True)
 checks.restrict(

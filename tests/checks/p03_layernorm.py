@@ -11,10 +11,10 @@ import torch
 import torch.nn.functional as F
 
 from llm_algo.bench import bandwidth_row, baseline_rows, copy_row
-from llm_algo.check import Checks, describe, expect, expect_close, expect_tensor
+from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
 from llm_algo.check.restrictions import AUTOGRAD, LAYER_NORM
 from llm_algo.device import policy, triton_device, triton_dtypes
-from llm_algo.references.kernels import expect_guard_untouched, expect_refused, guarded, random_window
+from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
 
 checks = Checks("p03.layernorm", triton=True)
 STATISTICS = [torch.var_mean, torch.var, torch.Tensor.var, torch.std_mean, torch.std, torch.Tensor.std]

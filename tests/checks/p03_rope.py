@@ -8,10 +8,10 @@ import math
 import torch
 
 from llm_algo.bench import bandwidth_row, baseline_rows, copy_row
-from llm_algo.check import Checks, describe, expect, expect_close
+from llm_algo.check import Checks, describe, expect, expect_close, expect_refused
 from llm_algo.device import policy, triton_device, triton_dtypes
 from llm_algo.references.hf import transformers_module
-from llm_algo.references.kernels import expect_guard_untouched, expect_refused
+from llm_algo.references.kernels import expect_guard_untouched
 
 checks = Checks("p03.rope", triton=True)
 checks.restrict(

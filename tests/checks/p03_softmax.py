@@ -7,10 +7,10 @@ import math
 import torch
 
 from llm_algo.bench import bandwidth_row, baseline_rows, copy_row
-from llm_algo.check import Checks, describe, expect, expect_close, expect_tensor
+from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
 from llm_algo.check.restrictions import LOGSUMEXP, SOFTMAX
 from llm_algo.device import policy, triton_device, triton_dtypes
-from llm_algo.references.kernels import expect_guard_untouched, expect_refused, guarded, random_window
+from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
 
 checks = Checks("p03.softmax", triton=True)
 checks.restrict(

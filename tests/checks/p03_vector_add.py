@@ -8,9 +8,9 @@ allocate exactly sized outputs, where an out-of-bounds write would corrupt the p
 import torch
 
 from llm_algo.bench import bandwidth_row, copy_row
-from llm_algo.check import Checks, describe, expect, expect_close, expect_tensor
+from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
 from llm_algo.device import policy, triton_device, triton_dtypes
-from llm_algo.references.kernels import expect_guard_untouched, expect_refused, guarded, random_window
+from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
 
 checks = Checks("p03.vector_add", triton=True)
 checks.restrict(

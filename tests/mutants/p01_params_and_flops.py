@@ -1,6 +1,6 @@
 """Realistic wrong versions of the p01.params_and_flops solutions; every one must be rejected by a check."""
 
-from llm_algo.mutants import Mutant
+from llm_algo.mutation import Mutant
 
 MUTANTS = [
     Mutant(

@@ -13,8 +13,14 @@ from llm_algo.session import setup_lesson
 from llm_algo.session_report import CHECK_MIME, DEFER_CHECKS_ENV, CheckReport
 
 
-def not_written(x):
-    raise NotImplementedError
+def learners(source: str) -> dict:
+    """A namespace whose functions were defined by running `source` in it, as a notebook's cells define them."""
+    namespace: dict = {}
+    exec(source, namespace)
+    return namespace
+
+
+SKELETON = "def add_one(x):\n    raise NotImplementedError  # your code here\n"
 
 
 def check_output(capsys: pytest.CaptureFixture, namespace: dict, exercise: str = "add_one", lesson="p02.tiny") -> str:
@@ -40,8 +46,24 @@ def test_a_wrong_exercise_fails_with_input_expected_and_got(lab: Lab, capsys: py
 
 def test_a_skeleton_is_not_attempted(lab: Lab, capsys: pytest.CaptureFixture) -> None:
     lab.add_lesson()
-    out = check_output(capsys, {"add_one": not_written})
+    out = check_output(capsys, learners(SKELETON))
     assert out.splitlines()[0] == "add_one: ⏳ not attempted (0/3 checks passed)"
+
+
+def test_not_implemented_inside_torch_is_a_mistake_not_a_skeleton(lab: Lab, capsys: pytest.CaptureFixture) -> None:
+    """torch raises NotImplementedError for inputs it does not support (integer logits to cross_entropy); the
+    learner who wrote that call has attempted the exercise and must see what went wrong."""
+    lab.add_lesson()
+    source = (
+        "import torch\n"
+        "def add_one(x):\n"
+        "    logits, labels = torch.ones(2, 3, dtype=torch.long), torch.zeros(2, dtype=torch.long)\n"
+        "    torch.nn.functional.cross_entropy(logits, labels)\n"
+        "    return x + 1\n"
+    )
+    out = check_output(capsys, learners(source))
+    assert out.splitlines()[0] == "add_one: ❌ failed (0/3 checks passed)"
+    assert "raised NotImplementedError" in out
 
 
 def test_a_missing_function_fails_without_raising(lab: Lab, capsys: pytest.CaptureFixture) -> None:
