@@ -116,8 +116,10 @@ class Forbidden:
         self.codes: dict[types.CodeType, str] = {}
         self.files: list[tuple[str, str]] = []  # (file or folder/, name)
         self.seen: dict[types.CodeType, str | None] = {}  # running()'s answers, and LAUNCHER for Triton's code
+        self.beyond_torch = False  # some entry is not torch's: code that may never call torch (see _PythonWatch)
         for entry in entries:
             name = describe(entry)
+            self.beyond_torch |= not name.startswith(("torch.", "Tensor.", "F.", "nn."))
             if isinstance(entry, (str, types.ModuleType)):
                 self.files += [(path, name) for path in _module_paths(entry)]
                 continue
@@ -246,6 +248,7 @@ class Enforcement:
         self._mode: _Watch | None = None
         self._patched: list[tuple[object, object]] = []
         self._entry_seen = None  # the last frame of forbidden code looked at for a learner's `self`
+        self._profile = _NO_PROFILE  # the profile function to restore, while the Python-level watch is on
 
     # -- lifetime
     def __enter__(self) -> Enforcement:
@@ -256,9 +259,15 @@ class Enforcement:
         if self.restriction.forbid:
             self._mode = _Watch(self)
             self._mode.__enter__()
+            if self.restriction.forbidden.beyond_torch:
+                self._profile = sys.getprofile()
+                sys.setprofile(_PythonWatch(self))
         return self
 
     def __exit__(self, *exc_info) -> None:
+        if self._profile is not _NO_PROFILE:
+            sys.setprofile(self._profile)
+            self._profile = _NO_PROFILE
         if self._mode is not None:
             self._mode.__exit__(*exc_info)
             self._mode = None
@@ -324,6 +333,19 @@ class Enforcement:
     def _forbid(self, what: str) -> None:
         self._record(f"{what}, which this exercise forbids: {self.restriction.instead}")
 
+    def on_python_call(self, name: str, caller) -> None:
+        """Forbidden Python code (or a C function of another library) is being called from `caller`: a violation when
+        the learner's frame comes first outwards, before the grader's and before other forbidden code."""
+        forbidden, namespace, grader, frame = self.restriction.forbidden, self.namespace, self.grader_globals, caller
+        while frame is not None:
+            scope = frame.f_globals
+            if scope is namespace:
+                self._forbid(f"calls {name} at {self._where(frame)}")
+                return
+            if scope is grader or forbidden.running(frame.f_code, scope.get("__name__")) is not None:
+                return  # the checks' own reference, or forbidden code calling its own helpers
+            frame = frame.f_back
+
     def _patch_kernels(self) -> None:
         seen = set()
         for value in list(self.namespace.values()):
@@ -375,6 +397,29 @@ class Enforcement:
         if inspect.isfunction(value) and inspect.unwrap(value).__globals__ is self.namespace:
             return self._learner_function(name, value)
         return value
+
+
+_NO_PROFILE = object()
+
+
+class _PythonWatch:
+    """A `sys.setprofile` function, on while a check of an exercise that forbids more than torch runs: the torch watch
+    sees only torch calls, and forbidden code may never make one (a schedule lambda of `transformers` computes with
+    `math.cos`; `np.broadcast_shapes` is NumPy). Python calls are matched by their code, C calls by the function."""
+
+    def __init__(self, enforcement: Enforcement):
+        self.enforcement = enforcement
+        self.forbidden = enforcement.restriction.forbidden
+
+    def __call__(self, frame, event: str, arg) -> None:
+        if event == "call":
+            name, caller = self.forbidden.running(frame.f_code, frame.f_globals.get("__name__")), frame.f_back
+        elif event == "c_call":
+            name, caller = self.forbidden.called(arg), frame
+        else:
+            return
+        if name is not None and name is not LAUNCHER and caller is not None:
+            self.enforcement.on_python_call(name, caller)
 
 
 class _WatchedExercise:
@@ -435,11 +480,14 @@ ADAM = ("torch.optim.adam", "torch.optim.adamw", torch._fused_adam_, torch._fuse
 @contextlib.contextmanager
 def reference_only() -> Iterator[None]:
     """For a check's own reference computations (building and running a library's model), never the learner's code:
-    torch's function modes, the restriction's watch among them, are set aside, so that its stack walk on every torch
-    call does not cost seconds; they are back on exit."""
+    torch's function modes and the profile function, the restriction's watches among them, are set aside, so that
+    their stack walks do not cost seconds; they are back on exit."""
     modes = [torch._C._pop_torch_function_stack() for _ in range(torch._C._len_torch_function_stack())]
+    profile = sys.getprofile()
+    sys.setprofile(None)  # the Python-level watch too (_PythonWatch)
     try:
         yield
     finally:
+        sys.setprofile(profile)
         for mode in reversed(modes):
             torch._C._push_on_torch_function_stack(mode)

@@ -4,10 +4,7 @@ get_wsd_schedule and get_inverse_sqrt_schedule (LambdaLRs on a one-parameter SGD
 formula, and closed forms at the boundaries (step 0, end of warmup, midpoint, end of decay, past it)."""
 
 import functools
-import importlib.util
 import math
-import os
-import sys
 import warnings
 
 import torch
@@ -33,52 +30,6 @@ checks.restrict(
     ],
     instead="build a torch.optim.lr_scheduler.LambdaLR whose factor is schedule(step) / peak_lr",
 )
-
-
-def _forbidden_python_files() -> tuple[str, ...]:
-    spec = importlib.util.find_spec("transformers")
-    folders = tuple(os.path.join(folder, "") for folder in (spec.submodule_search_locations or ())) if spec else ()
-    return (*folders, torch.optim.lr_scheduler.__file__)
-
-
-class PlainPython:
-    """`ex` whose functions fail a check when they run code of transformers or torch.optim.lr_scheduler. The
-    package's restriction watch sees torch calls only, and a schedule lambda is pure Python (math.cos), so these
-    three exercises also watch Python-level calls (sys.setprofile) while the learner's function runs.
-    (Should move into llm_algo.check.restrictions.)"""
-
-    files = _forbidden_python_files()
-
-    def __init__(self, ex):
-        self._ex = ex
-
-    def __getattr__(self, name):
-        function = getattr(self._ex, name)
-
-        def watched(*args, **kwargs):
-            hits = []
-
-            def profile(frame, event, arg):
-                if event == "call" and not hits and frame.f_code.co_filename.startswith(self.files):
-                    hits.append(f"{frame.f_globals.get('__name__')}.{frame.f_code.co_qualname}")
-
-            previous = sys.getprofile()
-            sys.setprofile(profile)
-            try:
-                result = function(*args, **kwargs)
-            finally:
-                sys.setprofile(previous)
-            expect(
-                not hits,
-                f"{name} calls {hits[0] if hits else ''}, which this exercise forbids",
-                input=f"{name}{args}",
-                expected="the learning rate computed from the step with math.cos / math.sqrt",
-                got=f"a call into {hits[0] if hits else ''}",
-                hint="write the schedule yourself: transformers' and torch's schedulers are the checks' reference",
-            )
-            return result
-
-        return watched
 
 
 def as_tensor(values) -> torch.Tensor:
@@ -118,7 +69,6 @@ COSINE_HINT = (
 @checks("warmup_cosine_lr")
 def cosine_boundaries_closed_form(ex):
     """closed forms: 0 at step 0, peak at the end of warmup, (peak+min)/2 midway, min at the decay end and past it"""
-    ex = PlainPython(ex)
     peak, floor, warmup, end = 3e-4, 3e-5, 100, 1100
     points = {0: 0.0, 1: peak / 100, 99: peak * 99 / 100, 100: peak, 600: (peak + floor) / 2, 1100: floor}
     points.update({1101: floor, 2000: floor, 10_000: floor})
@@ -137,7 +87,6 @@ def cosine_boundaries_closed_form(ex):
 @checks("warmup_cosine_lr")
 def cosine_matches_transformers(ex):
     """every step up to the decay end equals transformers' get_cosine_with_min_lr_schedule_with_warmup"""
-    ex = PlainPython(ex)
     optimization = transformers_optimization()
     for peak, floor, warmup, end in ((1e-3, 1e-4, 7, 40), (6e-4, 0.0, 0, 23), (2.0, 1.5, 13, 14), (5e-5, 5e-6, 1, 31)):
         optimizer = sgd(peak)
@@ -161,7 +110,6 @@ def cosine_matches_transformers(ex):
 @checks("warmup_cosine_lr")
 def cosine_matches_torch_sequential(ex):
     """torch SequentialLR(LambdaLR warmup, CosineAnnealingLR) step by step to the end; the floor holds after it"""
-    ex = PlainPython(ex)
     peak, floor, warmup, end, total = 2e-3, 2e-4, 9, 47, 90
     optimizer = sgd(peak)
     ramp = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: s / warmup)
@@ -184,7 +132,6 @@ def cosine_matches_torch_sequential(ex):
 @checks("warmup_cosine_lr")
 def cosine_refuses_bad_arguments(ex):
     """a decay end not after the warmup, a floor above the peak or below 0, a negative step: ValueError"""
-    ex = PlainPython(ex)
     good = dict(peak_lr=1e-3, min_lr=1e-4, warmup_steps=10, decay_end=100)
     bad_cases = [
         (5, dict(good, decay_end=10), "decay_end == warmup_steps"),
@@ -224,7 +171,6 @@ WSD_HINT = (
 @checks("wsd_lr")
 def wsd_matches_transformers(ex):
     """each decay shape, step by step past the end, equals transformers' get_wsd_schedule"""
-    ex = PlainPython(ex)
     optimization = transformers_optimization()
     configs = [(4e-4, 5, 11, 9, 0.1), (1.0, 0, 3, 7, 0.0), (2e-3, 3, 0, 6, 0.25)]
     for decay_type in ("linear", "cosine", "1-sqrt"):
@@ -255,7 +201,6 @@ def wsd_matches_transformers(ex):
 @checks("wsd_lr")
 def wsd_boundaries_closed_form(ex):
     """closed forms: floor at step 0, peak through the stable phase, s(1/4) in the decay, floor at the end and after"""
-    ex = PlainPython(ex)
     peak, ratio, warmup, stable, decay = 1e-3, 0.1, 10, 50, 40
     floor = peak * ratio
     quarter = {"linear": 0.75, "cosine": 0.5 * (1 + math.cos(math.pi / 4)), "1-sqrt": 0.5}
@@ -283,7 +228,6 @@ def wsd_boundaries_closed_form(ex):
 @checks("wsd_lr")
 def wsd_zero_length_phases(ex):
     """no warmup, no stable phase, or no decay (the floor right after the stable phase)"""
-    ex = PlainPython(ex)
     peak = 5e-4
     cases = [
         (
@@ -308,7 +252,6 @@ def wsd_zero_length_phases(ex):
 @checks("wsd_lr")
 def wsd_refuses_bad_arguments(ex):
     """an unknown decay shape, a negative length or step, a floor ratio outside [0, 1]: ValueError"""
-    ex = PlainPython(ex)
     good = dict(peak_lr=1e-3, warmup_steps=2, stable_steps=5, decay_steps=3, min_lr_ratio=0.1, decay_type="linear")
     bad_cases = [
         (4, dict(good, decay_type="exponential"), "unknown decay_type"),
@@ -344,7 +287,6 @@ def wsd_refuses_bad_arguments(ex):
 @checks("inverse_sqrt_lr")
 def inverse_sqrt_matches_transformers(ex):
     """step by step equal to transformers' get_inverse_sqrt_schedule (timescale = warmup)"""
-    ex = PlainPython(ex)
     optimization = transformers_optimization()
     for peak, warmup in ((1e-3, 8), (7e-4, 1), (0.5, 33)):
         optimizer = sgd(peak)
@@ -364,7 +306,6 @@ def inverse_sqrt_matches_transformers(ex):
 @checks("inverse_sqrt_lr")
 def inverse_sqrt_is_the_noam_schedule(ex):
     """with peak = (d_model * W)^-1/2 it is the Transformer paper's d^-0.5 * min(t^-0.5, t * W^-1.5) for t >= 1"""
-    ex = PlainPython(ex)
     d_model, warmup = 512, 4000
     peak = (d_model * warmup) ** -0.5
     steps = [1, 2, 999, 3999, 4000, 4001, 16_000, 100_000, 1_000_003]
@@ -389,7 +330,6 @@ def inverse_sqrt_is_the_noam_schedule(ex):
 @checks("inverse_sqrt_lr")
 def inverse_sqrt_refuses_bad_arguments(ex):
     """warmup_steps < 1 or a negative step: ValueError"""
-    ex = PlainPython(ex)
     for step, warmup in ((5, 0), (5, -3), (-1, 10)):
         expect_refused(
             lambda step=step, warmup=warmup: ex.inverse_sqrt_lr(step, peak_lr=1e-3, warmup_steps=warmup),

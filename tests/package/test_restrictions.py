@@ -373,3 +373,51 @@ def test_every_declaration_names_an_exercise_and_every_kernel_wrapper_must_launc
         for exercise in kernel_wrapper_exercises(lesson):
             restriction = registry.restrictions.get(exercise)
             assert restriction is not None and restriction.kernel, f"{lesson.id}: {exercise} needs kernel=True"
+
+
+PYTHON_RESTRICTED_CHECKS = '''
+import fractions
+import math
+
+from llm_algo.check import Checks, expect, reference_only
+
+checks = Checks({lesson_id!r})
+checks.restrict("add_one", forbid=["fractions", math.fsum], instead="add one yourself")
+
+
+@checks("add_one")
+def adds_one(ex):
+    """the checks may use what the learner may not: fractions and math.fsum, inside and outside reference_only"""
+    want = fractions.Fraction(5, 2) + 1
+    with reference_only():
+        want = math.fsum([float(want)])
+    expect(ex.add_one(2.5) == want, "add_one(2.5) is wrong", expected=repr(want))
+
+
+@checks("add_one")
+def adds_one_to_ints(ex):
+    """integers"""
+    expect(ex.add_one(41) == 42, "add_one(41) is wrong")
+'''
+
+
+@pytest.mark.parametrize(
+    ("source", "call"),
+    [
+        ("import fractions\n\ndef add_one(x):\n    return float(fractions.Fraction(x) + 1)\n", "fractions.Fraction"),
+        ("import math\n\ndef add_one(x):\n    return math.fsum([x, 1])\n", "math.fsum"),
+    ],
+    ids=["pure-Python code of a forbidden module", "a C function of the standard library"],
+)
+def test_forbidden_code_that_never_calls_torch_is_caught(lab: Lab, source: str, call: str) -> None:
+    """The torch watch sees torch calls only; a forbidden module's Python code or a forbidden C function is caught by
+    the Python-level watch, with the place of the call."""
+    path = lab.add_lesson(exercise_source=source, checks=PYTHON_RESTRICTED_CHECKS)
+    results = grade(path, "add_one")
+    assert [r.outcome for r in results] == ["failed", "failed"], results
+    assert all(r.summary.startswith(f"calls {call}") and ", line 4, " in r.summary for r in results), results
+
+
+def test_allowed_code_passes_beside_a_python_level_restriction(lab: Lab) -> None:
+    path = lab.add_lesson(exercise_source="def add_one(x):\n    return x + 1\n", checks=PYTHON_RESTRICTED_CHECKS)
+    expect_all_pass(grade(path, "add_one"))
