@@ -101,8 +101,8 @@ def pytest_configure(config: pytest.Config) -> None:
         jobs=jobs, timeout=config.llm_algo_timeout, grade_untouched=config.llm_algo_grade_untouched
     )
     to_grade = _lessons_to_grade(config)
-    if to_grade:  # preloads while pytest collects; transformers too when these lessons' checks build HF models
-        start_zygote(extra=any(_builds_reference_models(path) for path in to_grade))
+    if to_grade:  # preloads while pytest collects; more when several lessons come or their checks build HF models
+        start_zygote(extra=len(to_grade) > 1 or any(_builds_reference_models(path) for path in to_grade))
 
 
 def _lessons_to_grade(config: pytest.Config) -> list[Path]:
@@ -156,7 +156,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     lessons = {i.path for i in session.items if isinstance(i, GradedItem) and not i.untouched}
     if lessons:
-        start_zygote(extra=any(_builds_reference_models(path) for path in lessons))
+        start_zygote(extra=len(lessons) > 1 or any(_builds_reference_models(path) for path in lessons))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -405,21 +405,39 @@ _NO_PROFILE = object()
 class _PythonWatch:
     """A `sys.setprofile` function, on while a check of an exercise that forbids more than torch runs: the torch watch
     sees only torch calls, and forbidden code may never make one (a schedule lambda of `transformers` computes with
-    `math.cos`; `np.broadcast_shapes` is NumPy). Python calls are matched by their code, C calls by the function."""
+    `math.cos`; `np.broadcast_shapes` is NumPy). C calls are matched by the function; Python calls by the code of a
+    forbidden function or class, or of a function (not a method: the library's objects that an exercise is handed,
+    such as a config, keep their attributes and properties) defined in a forbidden module."""
 
     def __init__(self, enforcement: Enforcement):
         self.enforcement = enforcement
         self.forbidden = enforcement.restriction.forbidden
+        self.names: dict[types.CodeType, str | None] = {}
 
     def __call__(self, frame, event: str, arg) -> None:
         if event == "call":
-            name, caller = self.forbidden.running(frame.f_code, frame.f_globals.get("__name__")), frame.f_back
+            name, caller = self._name(frame), frame.f_back
         elif event == "c_call":
             name, caller = self.forbidden.called(arg), frame
         else:
             return
-        if name is not None and name is not LAUNCHER and caller is not None:
+        if name is not None and caller is not None:
             self.enforcement.on_python_call(name, caller)
+
+    def _name(self, frame) -> str | None:
+        code = frame.f_code
+        try:
+            return self.names[code]
+        except KeyError:
+            name = self.forbidden.codes.get(code)
+            if name is None and self.forbidden.in_files(code.co_filename) and not _is_method(code):
+                name = f"{frame.f_globals.get('__name__')}.{code.co_qualname}"
+            self.names[code] = name
+            return name
+
+
+def _is_method(code: types.CodeType) -> bool:
+    return code.co_name.startswith("__") or (code.co_argcount > 0 and code.co_varnames[0] in ("self", "cls"))
 
 
 class _WatchedExercise:

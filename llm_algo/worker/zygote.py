@@ -40,8 +40,11 @@ CORE_PRELOAD = (
     "llm_algo.references.kernels",
     "llm_algo.bench",
 )
-# Hugging Face reference models: about two seconds, worth it when several lessons are graded (see `serve`).
+# Worth it when several lessons are graded, or the one graded builds Hugging Face models (see `serve`): the
+# reference models (about two seconds) and Dynamo (about one: the first optimizer or non-reentrant checkpoint of a
+# process imports it).
 EXTRA_PRELOAD = (
+    "torch._dynamo",
     "llm_algo.references.hf",
     "transformers",
     "transformers.models.llama.modeling_llama",
