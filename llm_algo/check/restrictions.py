@@ -259,7 +259,7 @@ class Enforcement:
         if self.restriction.forbid:
             self._mode = _Watch(self)
             self._mode.__enter__()
-            if self.restriction.forbidden.beyond_torch:
+            if self.restriction.forbidden.beyond_torch and not self.restriction.kernel:  # kernels: launches count
                 self._profile = sys.getprofile()
                 sys.setprofile(_PythonWatch(self))
         return self
