@@ -477,7 +477,10 @@ def counted_flops(kind: str, fields: dict, batch: int, seq_len: int, backward: b
         logits = model(ids).logits  # (B, T, V)
         if backward:
             logits.float().pow(2).mean().backward()
-    return counter.get_total_flops(), model
+    # The rotary tables (inv_freq @ positions, hd/2 x T) are a matmul in some transformers releases (5.17) and not in
+    # others (5.24): not part of the model's FLOPs in the lesson's formulas, so left out of the count on every version.
+    rotary = sum(sum(ops.values()) for name, ops in counter.get_flop_counts().items() if name.endswith(".rotary_emb"))
+    return counter.get_total_flops() - rotary, model
 
 
 SMALL_LLAMA = dict(
