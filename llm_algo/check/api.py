@@ -271,6 +271,26 @@ def expect_refused(
     )
 
 
+def expect_exact_int(got, want: int, input: str, hint: str, what: str = "count") -> None:
+    """An exact integer answer (a byte count, a parameter count, FLOPs): a Python int, and equal to `want`."""
+    expect(
+        isinstance(got, int) and not isinstance(got, bool),
+        f"the {what} is not a Python int",
+        input=input,
+        expected="int",
+        got=f"{type(got).__name__} {got!r}"[:120],
+        hint="counts are exact integers: use // and int arithmetic, not floats",
+    )
+    expect(
+        got == want,
+        f"wrong {what}",
+        input=input,
+        expected=f"{want:,}",
+        got=f"{got:,} (off by {got - want:+,})",
+        hint=hint,
+    )
+
+
 def expect_value_error(call: Callable[[], object], input: str = "", hint: str = "") -> None:
     """`call()` must raise ValueError: the contract of an exercise that validates its arguments."""
     expect_refused(call, input, hint, errors=(ValueError,))

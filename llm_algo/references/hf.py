@@ -44,3 +44,21 @@ def tiny_llama_config(**overrides: Any):
     config = transformers_module().LlamaConfig(**fields)
     config._attn_implementation = "eager"
     return config
+
+
+def config_of(kind: str, fields: dict, *, eager: bool = False):
+    """`transformers.<kind>(**fields)` (a config class by name: "LlamaConfig", "DeepseekV3Config"), built outside
+    the restriction's watches and its warnings; `eager` picks plain-matmul attention (what FlopCounterMode counts)."""
+    from ..check.restrictions import reference_only
+
+    with reference_only(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = getattr(transformers_module(), kind)(**fields)
+    if eager:
+        config._attn_implementation = "eager"
+    return config
+
+
+def describe_config(kind: str, fields: dict) -> str:
+    """`LlamaConfig(hidden_size=32, ...)` for a check's input column."""
+    return f"{kind}(" + ", ".join(f"{k}={v}" for k, v in fields.items()) + ")"

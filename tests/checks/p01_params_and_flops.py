@@ -11,8 +11,8 @@ from functools import cache
 import torch
 import torch.nn as nn
 
-from llm_algo.check import Checks, expect, reference_only
-from llm_algo.references.hf import transformers_module
+from llm_algo.check import Checks, expect, expect_exact_int, reference_only
+from llm_algo.references.hf import config_of, describe_config, transformers_module
 
 checks = Checks("p01.params_and_flops")
 checks.restrict(
@@ -120,15 +120,6 @@ PUBLISHED_CLAIM = {
 }
 
 
-def make_config(kind: str, fields: dict, eager: bool = False):
-    with reference_only(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        config = getattr(transformers_module(), kind)(**fields)
-    if eager:
-        config._attn_implementation = "eager"
-    return config
-
-
 def frozen(fields: dict) -> tuple:
     return tuple(sorted(fields.items()))
 
@@ -137,7 +128,7 @@ def frozen(fields: dict) -> tuple:
 def meta_reference(kind: str, fields: tuple) -> dict:
     """Counts read off a model built on the meta device: total parameters, active ones (routed experts scaled by
     k/E), and the weights of its nn.Linear modules."""
-    config = make_config(kind, dict(fields))
+    config = config_of(kind, dict(fields))
     with reference_only(), torch.device("meta"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = transformers_module().AutoModelForCausalLM.from_config(config)
@@ -147,10 +138,6 @@ def meta_reference(kind: str, fields: tuple) -> dict:
     top_k = getattr(config, "num_experts_per_tok", 1) if routed else 1
     linear = sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
     return {"total": total, "active": total - routed + routed * top_k // experts, "linear": linear}
-
-
-def describe_config(kind: str, fields: dict) -> str:
-    return f"{kind}(" + ", ".join(f"{k}={v}" for k, v in fields.items()) + ")"
 
 
 def random_dense_fields(rng: random.Random) -> tuple[str, dict]:
@@ -183,34 +170,19 @@ HINT_DENSE = (
 )
 
 
-def expect_count(got, want: int, label: str, hint: str, what: str = "parameter count") -> None:
-    expect(
-        isinstance(got, int) and not isinstance(got, bool),
-        f"the {what} is not a Python int",
-        input=label,
-        expected="int",
-        got=f"{type(got).__name__} {got!r}"[:120],
-        hint="counts are exact integers: use // and int arithmetic, not floats",
-    )
-    expect(
-        got == want,
-        f"wrong {what}",
-        input=label,
-        expected=f"{want:,}",
-        got=f"{got:,} (off by {got - want:+,})",
-        hint=hint,
-    )
-
-
 @checks("dense_param_count")
 def published_llama3_and_qwen3(ex):
     """Llama-3-8B, Llama-3-70B, Qwen3-8B and Qwen3-0.6B (tied embeddings): equal to the model built on meta"""
     for name in ("Llama-3-8B", "Llama-3-70B", "Qwen3-8B", "Qwen3-0.6B"):
         kind, fields = PUBLISHED_FIELDS[name]
         want = meta_reference(kind, frozen(fields))["total"]
-        got = ex.dense_param_count(make_config(kind, fields))
-        expect_count(
-            got, want, f"{name} (published: {PUBLISHED_CLAIM[name]}), {describe_config(kind, fields)}", HINT_DENSE
+        got = ex.dense_param_count(config_of(kind, fields))
+        expect_exact_int(
+            got,
+            want,
+            f"{name} (published: {PUBLISHED_CLAIM[name]}), {describe_config(kind, fields)}",
+            HINT_DENSE,
+            what="parameter count",
         )
 
 
@@ -237,16 +209,17 @@ def each_option_on_its_own(ex):
     for kind, change, hint in variants:
         fields = {**base, **change}
         want = meta_reference(kind, frozen(fields))["total"]
-        got = ex.dense_param_count(make_config(kind, fields))
-        expect_count(got, want, describe_config(kind, fields), hint)
-    config = make_config("LlamaConfig", base)
+        got = ex.dense_param_count(config_of(kind, fields))
+        expect_exact_int(got, want, describe_config(kind, fields), hint, what="parameter count")
+    config = config_of("LlamaConfig", base)
     config.head_dim = None  # what a config.json without the field gives in older transformers versions
     want = meta_reference("LlamaConfig", frozen(base))["total"]
-    expect_count(
+    expect_exact_int(
         ex.dense_param_count(config),
         want,
         describe_config("LlamaConfig", base) + " with head_dim=None",
         "head_dim unset (None): hidden_size // num_attention_heads, an int",
+        what="parameter count",
     )
 
 
@@ -257,8 +230,8 @@ def random_small_configs(ex):
     for _ in range(12):
         kind, fields = random_dense_fields(rng)
         want = meta_reference(kind, frozen(fields))["total"]
-        got = ex.dense_param_count(make_config(kind, fields))
-        expect_count(got, want, describe_config(kind, fields), HINT_DENSE)
+        got = ex.dense_param_count(config_of(kind, fields))
+        expect_exact_int(got, want, describe_config(kind, fields), HINT_DENSE, what="parameter count")
 
 
 @checks("dense_param_count")
@@ -272,10 +245,10 @@ def refuses_impossible_grouping(ex):
         num_attention_heads=4,
         num_key_value_heads=2,
     )
-    ex.dense_param_count(make_config("LlamaConfig", good))  # first: it works at all
+    ex.dense_param_count(config_of("LlamaConfig", good))  # first: it works at all
     for heads, kv_heads in ((6, 4), (4, 3)):
         fields = {**good, "hidden_size": 8 * heads, "num_attention_heads": heads, "head_dim": 8}
-        config = make_config("LlamaConfig", fields)
+        config = config_of("LlamaConfig", fields)
         config.num_key_value_heads = kv_heads  # set after construction: no such model can be built
         fields["num_key_value_heads"] = kv_heads
         try:
@@ -309,8 +282,8 @@ def expect_moe(got, want: dict, label: str, hint: str) -> None:
         got=repr(got)[:120],
         hint="return total, active",
     )
-    expect_count(got[0], want["total"], label, hint, what="total parameter count")
-    expect_count(
+    expect_exact_int(got[0], want["total"], label, hint, what="total parameter count")
+    expect_exact_int(
         got[1],
         want["active"],
         label,
@@ -367,7 +340,7 @@ def published_mixtral_and_deepseek_v3(ex):
     for name in ("Mixtral-8x7B", "DeepSeek-V3"):
         kind, fields = PUBLISHED_FIELDS[name]
         want = meta_reference(kind, frozen(fields))
-        got = ex.moe_param_count(make_config(kind, fields))
+        got = ex.moe_param_count(config_of(kind, fields))
         expect_moe(got, want, f"{name} (published: {PUBLISHED_CLAIM[name]})", HINT_MOE)
 
 
@@ -412,7 +385,7 @@ def deepseek_parts_one_at_a_time(ex):
         fields = {**base, **change}
         want = meta_reference("DeepseekV3Config", frozen(fields))
         expect_moe(
-            ex.moe_param_count(make_config("DeepseekV3Config", fields)),
+            ex.moe_param_count(config_of("DeepseekV3Config", fields)),
             want,
             describe_config("DeepseekV3Config", fields),
             hint,
@@ -426,14 +399,14 @@ def random_small_moe_configs(ex):
     for _ in range(10):
         kind, fields = random_moe_fields(rng)
         want = meta_reference(kind, frozen(fields))
-        expect_moe(ex.moe_param_count(make_config(kind, fields)), want, describe_config(kind, fields), HINT_MOE)
+        expect_moe(ex.moe_param_count(config_of(kind, fields)), want, describe_config(kind, fields), HINT_MOE)
 
 
 @checks("moe_param_count")
 def refuses_other_models(ex):
     """a Llama (dense) or Qwen3 config raises ValueError instead of a made-up count"""
     kind, fields = PUBLISHED_FIELDS["Mixtral-8x7B"]
-    ex.moe_param_count(make_config(kind, fields))  # first: it works at all
+    ex.moe_param_count(config_of(kind, fields))  # first: it works at all
     for kind in ("LlamaConfig", "Qwen3Config"):
         fields = dict(
             vocab_size=64,
@@ -444,7 +417,7 @@ def refuses_other_models(ex):
             num_key_value_heads=2,
         )
         try:
-            result = ex.moe_param_count(make_config(kind, fields))
+            result = ex.moe_param_count(config_of(kind, fields))
         except ValueError:
             continue
         expect(
@@ -471,7 +444,7 @@ def counted_flops(kind: str, fields: dict, batch: int, seq_len: int, backward: b
 
     with reference_only(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = transformers_module().AutoModelForCausalLM.from_config(make_config(kind, fields, eager=True))
+        model = transformers_module().AutoModelForCausalLM.from_config(config_of(kind, fields, eager=True))
     ids = torch.randint(0, fields["vocab_size"], (batch, seq_len))
     with reference_only(), FlopCounterMode(display=False) as counter:
         logits = model(ids).logits  # (B, T, V)
@@ -503,8 +476,8 @@ def matches_flop_counter(ex):
     ]
     for kind, fields, batch, seq_len in cases:
         want, _ = counted_flops(kind, fields, batch, seq_len)
-        got = ex.forward_flops(make_config(kind, fields), batch, seq_len)
-        expect_count(
+        got = ex.forward_flops(config_of(kind, fields), batch, seq_len)
+        expect_exact_int(
             got,
             want,
             f"{describe_config(kind, fields)}, batch={batch}, seq_len={seq_len}",
@@ -518,7 +491,7 @@ def published_models_from_their_linear_layers(ex):
     """Llama-3-8B, Llama-3-70B and Qwen3-8B at T = 1, 4096 and 32768: 2*B*T*(nn.Linear weights) + attention"""
     for name in ("Llama-3-8B", "Llama-3-70B", "Qwen3-8B"):
         kind, fields = PUBLISHED_FIELDS[name]
-        config = make_config(kind, fields)
+        config = config_of(kind, fields)
         if name == "Llama-3-70B":
             config.head_dim = None  # Meta's config.json has no head_dim: hidden_size // num_attention_heads
         linear = meta_reference(kind, frozen(fields))["linear"]
@@ -528,13 +501,13 @@ def published_models_from_their_linear_layers(ex):
             want = 2 * batch * seq_len * linear + fields["num_hidden_layers"] * scores
             got = ex.forward_flops(config, batch, seq_len)
             label = f"{name}{' (head_dim=None)' if config.head_dim is None else ''}, batch={batch}, seq_len={seq_len}"
-            expect_count(got, want, label, HINT_FLOPS, what="FLOP count")
+            expect_exact_int(got, want, label, HINT_FLOPS, what="FLOP count")
 
 
 @checks("forward_flops")
 def quadratic_in_length_linear_in_batch(ex):
     """the FLOPs grow linearly with the batch and by exactly the attention term's T^2 with the length"""
-    config = make_config("LlamaConfig", SMALL_LLAMA)
+    config = config_of("LlamaConfig", SMALL_LLAMA)
     one, three = ex.forward_flops(config, 1, 9), ex.forward_flops(config, 3, 9)
     expect(
         three == 3 * one,
@@ -560,7 +533,7 @@ def quadratic_in_length_linear_in_batch(ex):
 @checks("forward_flops")
 def refuses_empty_inputs(ex):
     """batch or seq_len below 1 raises ValueError"""
-    config = make_config("LlamaConfig", SMALL_LLAMA)
+    config = config_of("LlamaConfig", SMALL_LLAMA)
     ex.forward_flops(config, 1, 1)  # first: it works at all
     for batch, seq_len in ((0, 8), (2, 0), (-1, 4)):
         try:
@@ -587,7 +560,7 @@ def palm_540b_published_mfu(ex):
     """PaLM 540B: 238.3k tokens/s on 6144 TPU v4 (275 TFLOP/s) is 46.2% MFU (Chowdhery et al., 2022, App. B)"""
     per_token = ex.training_flops_per_token(**PALM)
     want = 6 * PALM["n_params"] + 12 * 118 * 48 * 256 * 2048
-    expect_count(
+    expect_exact_int(
         per_token,
         want,
         f"training_flops_per_token({PALM})",
@@ -623,7 +596,7 @@ def exact_for_flop_counter_forward_and_backward(ex):
             seq_len=seq_len,
         )
         got = ex.training_flops_per_token(**args)
-        expect_count(
+        expect_exact_int(
             got,
             total // (batch * seq_len),
             f"FlopCounterMode of forward + backward of {describe_config('LlamaConfig', fields)}, "

@@ -8,7 +8,7 @@ import random
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from llm_algo.check import Checks, describe, expect, expect_close
+from llm_algo.check import Checks, describe, expect, expect_close, expect_value_error
 
 checks = Checks("p01.roofline")
 checks.restrict(
@@ -172,25 +172,10 @@ def refuses_impossible_shapes(ex):
     """kv_heads that do not divide q_heads, or a zero length, raise ValueError"""
     ex.attention_cost(1, 4, 2, 3, 3, 8, torch.float32)  # first: it works at all
     for args in ((1, 6, 4, 3, 3, 8), (1, 4, 2, 0, 3, 8), (1, 4, 2, 3, 3, 0), (0, 4, 2, 3, 3, 8)):
-        try:
-            result = ex.attention_cost(*args, torch.float32)
-        except (ValueError, ZeroDivisionError) as error:
-            expect(
-                isinstance(error, ValueError),
-                "a bad shape crashed with ZeroDivisionError",
-                input=str(args),
-                expected="ValueError",
-                got="ZeroDivisionError",
-                hint="validate before dividing",
-            )
-            continue
-        expect(
-            False,
-            "an impossible attention shape was accepted",
-            input=f"attention_cost{args}",
-            expected="ValueError",
-            got=repr(result),
-            hint="sizes >= 1 and q_heads % kv_heads == 0",
+        expect_value_error(
+            lambda args=args: ex.attention_cost(*args, torch.float32),
+            f"attention_cost{args}",
+            "sizes >= 1 and q_heads % kv_heads == 0",
         )
 
 
@@ -290,23 +275,8 @@ def refuses_bad_devices(ex):
         (1e9, -5.0, 1e12, 1e12),
         (0.0, 0.0, 1e12, 1e12),
     ):
-        try:
-            result = ex.roofline_bound(*args)
-        except (ValueError, ZeroDivisionError) as error:
-            expect(
-                isinstance(error, ValueError),
-                "a bad device crashed with ZeroDivisionError",
-                input=str(args),
-                expected="ValueError",
-                got="ZeroDivisionError",
-                hint="validate before dividing",
-            )
-            continue
-        expect(
-            False,
-            "an impossible device or operation was accepted",
-            input=f"roofline_bound{args}",
-            expected="ValueError",
-            got=repr(result),
-            hint="check peak > 0, bandwidth > 0, work >= 0 and not all 0",
+        expect_value_error(
+            lambda args=args: ex.roofline_bound(*args),
+            f"roofline_bound{args}",
+            "check peak > 0, bandwidth > 0, work >= 0 and not all 0",
         )
