@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
 from collections import defaultdict
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from rich.table import Table
 from .notebook import NotebookError, read_lesson
 from .outcome import Outcome, exercise_outcomes, exercise_status
 from .paths import lesson_notebooks, state_dir
+from .state_files import read_json, update_json
 
 STATUSES = tuple(o.label for o in (Outcome.PASSED, Outcome.FAILED, Outcome.NOT_ATTEMPTED, Outcome.NEEDS_GPU))
 
@@ -21,21 +21,25 @@ def results_path() -> Path:
     return state_dir() / "results.json"
 
 
+REBUILD = "run `pytest` on your notebooks to grade them again"
+
+
 def load_results() -> dict:
-    try:
-        return json.loads(results_path().read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return {}
+    results = read_json(results_path(), default={}, rebuild=REBUILD)
+    return results if isinstance(results, dict) else {}
 
 
 def save_results(outcomes: dict[str, dict[str, str]]) -> None:
-    """Merge `{lesson id: {"exercise::check": outcome}}` into the results file (a `-k` run updates only
-    what it graded)."""
-    results = load_results()
-    for lesson_id, checks in outcomes.items():
-        results.setdefault(lesson_id, {}).update(checks)
-    results_path().parent.mkdir(parents=True, exist_ok=True)
-    results_path().write_text(json.dumps(results, indent=1, sort_keys=True), encoding="utf-8")
+    """Merge `{lesson id: {"exercise::check": outcome}}` into the results file (a `-k` run updates only what it
+    graded), atomically and under a lock: two `pytest` runs in two terminals both keep their results."""
+
+    def merge(results) -> dict:
+        results = results if isinstance(results, dict) else {}
+        for lesson_id, checks in outcomes.items():
+            results.setdefault(lesson_id, {}).update(checks)
+        return results
+
+    update_json(results_path(), merge, default={}, rebuild=REBUILD)
 
 
 def part_summary(results: dict, root: Path | None = None, only: set[str] | None = None) -> dict[str, dict[str, int]]:

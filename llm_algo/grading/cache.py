@@ -14,7 +14,6 @@ import contextlib
 import hashlib
 import io
 import json
-import os
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -25,6 +24,7 @@ from ..notebook import Lesson, Mode, NotebookError, read_lesson
 from ..outcome import CheckResult
 from ..paths import checks_module_path, lesson_notebooks, repo_root, state_dir
 from ..settings import GRADE_UNTOUCHED, resolve
+from ..state_files import write_atomically
 from .execute import LoadedLesson, load_namespace
 from .run import check_exercise
 
@@ -210,7 +210,4 @@ def _read_verdict(path: Path) -> list[CheckResult] | None:
 
 def _write_verdict(path: Path, results: list[CheckResult]) -> None:
     with contextlib.suppress(OSError):  # a read-only checkout grades as before, only slower
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_suffix(f".{os.getpid()}.tmp")
-        temporary.write_text(json.dumps([[r.key, r.outcome] for r in results]), encoding="utf-8")
-        os.replace(temporary, path)
+        write_atomically(path, json.dumps([[r.key, str(r.outcome)] for r in results]))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 from tiny_lab import PART, Lab
@@ -50,3 +52,32 @@ def test_results_merge_so_a_partial_run_keeps_the_rest(lab: Lab) -> None:
     assert part_summary(results, only={"p02.tiny"}) == {
         PART: {"lessons": 1, "exercises": 1, "passed": 1, "failed": 0, "not attempted": 0, "needs a GPU": 0}
     }
+
+
+def test_a_corrupt_results_file_is_kept_aside_not_silently_dropped(lab: Lab) -> None:
+    state = lab.root / ".llm_algo"
+    state.mkdir()
+    (state / "results.json").write_text('{"p02.tiny": {"add_one::adds', encoding="utf-8")  # a kill mid-write
+    with pytest.warns(UserWarning, match="was not valid JSON.*kept as results.json.corrupt-"):
+        save_results({"p02.healthy": {"add_one::random_integers": "passed"}})
+    assert json.loads((state / "results.json").read_text(encoding="utf-8")) == {
+        "p02.healthy": {"add_one::random_integers": "passed"}
+    }
+    (aside,) = state.glob("results.json.corrupt-*")
+    assert aside.read_text(encoding="utf-8").startswith('{"p02.tiny"')
+
+
+def test_two_processes_saving_at_once_both_keep_their_results(lab: Lab) -> None:
+    """Each process merges under the lock: no update is lost, whatever the interleaving."""
+    script = (
+        "import sys\nfrom llm_algo.progress import save_results\n"
+        "for i in range(40):\n"
+        "    save_results({sys.argv[1]: {f'ex::check{i}': 'passed'}})\n"
+    )
+    runs = [
+        subprocess.Popen([sys.executable, "-c", script, lesson], env=lab.env(), cwd=lab.root)
+        for lesson in ("p02.one", "p02.two")
+    ]
+    assert [run.wait(timeout=120) for run in runs] == [0, 0]
+    results = json.loads((lab.root / ".llm_algo" / "results.json").read_text(encoding="utf-8"))
+    assert {lesson: len(checks) for lesson, checks in results.items()} == {"p02.one": 40, "p02.two": 40}
