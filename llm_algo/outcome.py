@@ -20,6 +20,7 @@ class Outcome(StrEnum):
     FAILED = "failed"
     NOT_ATTEMPTED = "not_attempted"  # the exercise still raises NotImplementedError (or its cell is untouched)
     NEEDS_GPU = "needs_gpu"  # the check needs CUDA, or Triton compiled on a GPU; never counts as passed
+    NOT_RUN = "not_run"  # an earlier check of the exercise failed in a way that stops the rest (a gate, a time-out)
     SKIPPED = "skipped"  # not run for another stated reason
 
     @property
@@ -32,6 +33,7 @@ LABELS = {
     Outcome.FAILED: "failed",
     Outcome.NOT_ATTEMPTED: "not attempted",
     Outcome.NEEDS_GPU: "needs a GPU",
+    Outcome.NOT_RUN: "not run",
     Outcome.SKIPPED: "skipped",
 }
 SYMBOLS = {
@@ -39,6 +41,7 @@ SYMBOLS = {
     Outcome.FAILED: "❌ failed",
     Outcome.NOT_ATTEMPTED: "⏳ not attempted",
     Outcome.NEEDS_GPU: "🖥 needs a GPU",
+    Outcome.NOT_RUN: "⏸ not run",
     Outcome.SKIPPED: "⏭ skipped",
 }
 MUTANT_PREFIX = "mutant"
@@ -120,7 +123,8 @@ class CheckResult:
 
 def exercise_status(outcomes: Iterable[Outcome | str]) -> Outcome:
     """The one rule for an exercise, from its checks' outcomes: failed if any check failed; passed if at least one
-    check passed and every other one passed too or could not run here (needs a GPU, skipped); needs a GPU if
+    check passed and every other one passed too or could not run here (needs a GPU, skipped; "not run" only ever
+    follows a failure); needs a GPU if
     nothing ran for that reason alone; else not attempted (nothing graded, or some check not attempted)."""
     found = {Outcome(o) for o in outcomes}
     if Outcome.FAILED in found:

@@ -282,7 +282,7 @@ class GradedItem(pytest.Item):
             return
         if result.outcome is Outcome.NOT_ATTEMPTED:
             raise NotAttempted(f"not attempted: {where} still raises NotImplementedError; fill in the exercise cell")
-        if result.outcome in (Outcome.SKIPPED, Outcome.NEEDS_GPU):
+        if result.outcome in (Outcome.SKIPPED, Outcome.NEEDS_GPU, Outcome.NOT_RUN):
             pytest.skip(f"{where}: {result.summary}")
         if result.outcome is Outcome.FAILED:
             pytest.fail(render(result, where=where), pytrace=False)
@@ -313,7 +313,7 @@ def _expect_not_attempted(where: str, result: CheckResult) -> None:
             "(a check that catches errors must let NotImplementedError through)",
             pytrace=False,
         )
-    if result.outcome in (Outcome.SKIPPED, Outcome.NEEDS_GPU):
+    if result.outcome in (Outcome.SKIPPED, Outcome.NEEDS_GPU, Outcome.NOT_RUN):
         pytest.skip(f"{where}: {result.summary}")
 
 

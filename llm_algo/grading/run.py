@@ -22,13 +22,15 @@ from ..outcome import CheckResult, Outcome
 from .execute import LoadedLesson
 from .interpreted import checked_kernels
 
+TIMED_OUT = "took longer than"  # in the TimeoutError's message, and so in the failed check's summary
+
 
 @contextlib.contextmanager
 def time_limit(seconds: float, what: str) -> Iterator[None]:
     """Interrupt Python code (an infinite loop) after `seconds` with a TimeoutError that says what ran."""
 
     def on_alarm(signum, frame):
-        raise TimeoutError(f"{what} took longer than {seconds:g} s (an infinite loop?)")
+        raise TimeoutError(f"{what} {TIMED_OUT} {seconds:g} s (an infinite loop?)")
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
     signal.setitimer(signal.ITIMER_REAL, seconds)
@@ -195,29 +197,30 @@ def check_exercise(
     on_result: Callable[[CheckResult], None] | None = None,
 ) -> list[CheckResult]:
     """Run checks in order, each exercise's *gate* checks first (memory safety: a kernel that writes out of
-    bounds corrupts the process, so once a gate fails the exercise's other checks are not run)."""
+    bounds corrupts the process, so once a gate fails the exercise's other checks are not run). After a check runs
+    past its time limit (an infinite loop), the exercise's other checks are not run either: each would wait as long."""
     ordered = sorted(specs, key=lambda spec: not spec.gate)
     path = execution_path(registry.triton)
-    gated: dict[str, str] = {}  # exercise -> the gate check that failed
+    stopped: dict[str, str] = {}  # exercise -> why its remaining checks are not run
     results = []
     for spec in ordered:
         if on_start:
             on_start(spec)
         result = result_for_broken_exercise(spec, loaded, path)
-        if result is None and spec.exercise in gated:
-            result = CheckResult(
-                spec.key,
-                Outcome.FAILED,
-                spec.description,
-                f"not run: the safety check {gated[spec.exercise]!r} failed first; fix that one before the others",
-                path=path,
-            )
+        if result is None and spec.exercise in stopped:
+            result = CheckResult(spec.key, Outcome.NOT_RUN, spec.description, stopped[spec.exercise], path=path)
         if result is None:
             limit = time_limit(timeout, f"check {spec.name!r}") if timeout else contextlib.nullcontext()
             with limit:
                 result = run_check(spec, loaded.namespace, lesson.name, triton=registry.triton)
-            if spec.gate and result.outcome is Outcome.FAILED:
-                gated[spec.exercise] = spec.name
+            if result.outcome is Outcome.FAILED and f"TimeoutError: check {spec.name!r} {TIMED_OUT}" in result.summary:
+                stopped[spec.exercise] = (
+                    f"not run: check {spec.name!r} ran past its time limit (an infinite loop?); fix that one first"
+                )
+            elif spec.gate and result.outcome is Outcome.FAILED:
+                stopped[spec.exercise] = (
+                    f"not run: the safety check {spec.name!r} failed first; fix that one before the others"
+                )
         results.append(result)
         if on_result:
             on_result(result)
