@@ -38,6 +38,19 @@ MUTANTS = [
         [("return lowest_score_mask(W.abs(), sparsity, per_row)", "return lowest_score_mask(W, sparsity, per_row)")],
     ),
     Mutant(
+        "masks",
+        "calls_the_builtin",
+        "lets torch.nn.utils.prune compute the per-layer magnitude mask",
+        [
+            (
+                "return lowest_score_mask(W.abs(), sparsity, per_row)",
+                "if per_row:\n        return lowest_score_mask(W.abs(), sparsity, per_row)\n"
+                "    import torch.nn.utils.prune as torch_prune\n"
+                "    return torch_prune.L1Unstructured(sparsity).compute_mask(W, torch.ones_like(W)).bool()",
+            )
+        ],
+    ),
+    Mutant(
         "wanda",
         "squared_norm",
         "multiplies |W| by the squared norm ||X_j||^2",

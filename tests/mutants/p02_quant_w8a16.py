@@ -34,6 +34,20 @@ MUTANTS = [
     ),
     Mutant(
         "quantize",
+        "calls_the_builtin",
+        "rounds the symmetric codes with torch.fake_quantize_per_channel_affine",
+        [
+            (
+                "q = torch.clamp(torch.round(groups / scale), -qmax, qmax).to(torch.int8)  # (N, K/G, G)",
+                "flat_scale = scale.reshape(-1)\n"
+                "        no_zero = torch.zeros(flat_scale.numel(), dtype=torch.int32)\n"
+                "        fake = torch.fake_quantize_per_channel_affine(groups.reshape(-1, G), flat_scale, no_zero, 0, -qmax, qmax)\n"
+                "        q = torch.round(fake / flat_scale[:, None]).reshape(groups.shape).to(torch.int8)",
+            )
+        ],
+    ),
+    Mutant(
+        "quantize",
         "dequantize_forgets_zero",
         "dequantize_weight multiplies the unsigned codes by the scale without subtracting the zero point",
         [("groups = groups - zero.float().unsqueeze(-1)", "groups = groups")],
