@@ -86,7 +86,8 @@ def build() -> LessonBuilder:
         $$
 
         OBQ (Frantar & Alistarh, 2022) applies this greedily, weight by weight, in the order of smallest $\Delta E$,
-        separately for each row: $O(N K^3)$, hours for one 4096×4096 layer.
+        separately for each row: $O(N K^3)$, fine for a ResNet, impractical for the thousands of 4096-wide layers of an
+        LLM.
 
         ## 3. GPTQ: one order for all rows, and a Cholesky factor
 
@@ -130,7 +131,8 @@ def build() -> LessonBuilder:
         features.
 
         **Shapes.** $W$: $(N, K)$; $H$, $U$: $(K, K)$; $e$: $(N)$; $E$: $(N, B)$. Cost: $O(K^3)$ for the Cholesky
-        factors, $O(N K^2)$ for the updates; a 4096×4096 layer takes well under a second on a GPU.
+        factors, $O(N K^2)$ for the updates, a few matmuls' worth of work per layer (the paper's four GPU hours for
+        175B parameters include the calibration forward passes).
     """)
     lesson.setup(r"""
         import math

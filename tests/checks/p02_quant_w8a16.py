@@ -1,5 +1,5 @@
 """Checks for p02.quant_w8a16. References: a float64 specification of round-to-nearest quantisation written here
-(group statistics through `unfold`-free index loops over groups), the round-trip bound |w - w_hat| <= s/2 derived in
+(group statistics by a loop over rows and groups), the round-trip bound |w - w_hat| <= s/2 derived in
 the lesson, a plain-Python-integer packing spec, `torch.nn.functional.linear` in float64 on the spec's weights, and
 the bytes of the module's state_dict. `torch.ao` and `torch._int_mm` are forbidden."""
 
