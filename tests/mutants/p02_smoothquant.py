@@ -1,0 +1,120 @@
+"""Realistic wrong versions of the p02.smoothquant solutions; every one must be rejected by a check."""
+
+from llm_algo.mutation import Mutant
+
+MUTANTS = [
+    Mutant(
+        "act_stats",
+        "last_batch_only",
+        "keeps the maximum of the last batch instead of a running maximum",
+        [("running = torch.maximum(running, batch_max)", "running = batch_max")],
+    ),
+    Mutant(
+        "act_stats",
+        "signed_max",
+        "takes the maximum of x instead of |x| (negative outliers missed)",
+        [
+            (
+                "batch_max = x.detach().abs().reshape(-1, x.shape[-1]).amax(dim=0).float()  # (K,)",
+                "batch_max = x.detach().reshape(-1, x.shape[-1]).amax(dim=0).float()",
+            )
+        ],
+    ),
+    Mutant(
+        "smoothing",
+        "alpha_swapped",
+        "puts alpha on the weights: a**(1 - alpha) / b**alpha",
+        [("return a.pow(alpha) / b.pow(1 - alpha)", "return a.pow(1 - alpha) / b.pow(alpha)")],
+    ),
+    Mutant(
+        "smoothing",
+        "weight_max_over_rows",
+        "takes the weight maximum over each row's input channels (amax(dim=1)) and broadcasts it wrongly",
+        [
+            (
+                "b = torch.stack([w.detach().float().abs().amax(dim=0) for w in weights]).amax(dim=0).clamp(min=1e-5)",
+                "b = torch.stack([w.detach().float().abs().amax() * torch.ones(K) for w in weights]).amax(dim=0)",
+            )
+        ],
+    ),
+    Mutant(
+        "smoothing",
+        "no_clamp",
+        "does not clamp the activation maxima (a dead channel gets s = 0)",
+        [("a = act_absmax.float().clamp(min=1e-5)  # (K,)", "a = act_absmax.float()")],
+    ),
+    Mutant(
+        "smoothing",
+        "norm_multiplied",
+        "multiplies the norm by s instead of dividing",
+        [("norm.weight.div_(s.to(norm.weight.dtype))", "norm.weight.mul_(s.to(norm.weight.dtype))")],
+    ),
+    Mutant(
+        "smoothing",
+        "bias_forgotten",
+        "scales the norm's weight but not its bias",
+        [("norm.bias.div_(s.to(norm.bias.dtype))", "pass")],
+    ),
+    Mutant(
+        "smoothing",
+        "rows_scaled",
+        "multiplies the weight's rows (output channels) instead of its columns",
+        [
+            (
+                "linear.weight.mul_(s.to(linear.weight.dtype)[None, :])  # (N, K) * (1, K): column j times s_j",
+                "linear.weight.mul_(s.to(linear.weight.dtype)[: linear.weight.shape[0], None])",
+            )
+        ],
+    ),
+    Mutant(
+        "w8a8",
+        "per_tensor_scale",
+        "quantises all tokens with one scale (max over the whole tensor)",
+        [
+            (
+                "scale = x.abs().amax(dim=-1, keepdim=True) / 127  # (..., 1)",
+                "scale = (x.abs().amax() / 127).expand(*x.shape[:-1], 1)",
+            )
+        ],
+    ),
+    Mutant(
+        "w8a8",
+        "truncates",
+        "truncates x / scale instead of rounding",
+        [
+            (
+                "return torch.clamp(torch.round(x / scale), -127, 127).to(torch.int8), scale",
+                "return torch.clamp(x / scale, -127, 127).to(torch.int8), scale",
+            )
+        ],
+    ),
+    Mutant(
+        "w8a8",
+        "scales_wrong_axis",
+        "applies the channel scales along the tokens (w_scale as a column) and the token scales per channel",
+        [
+            (
+                "y = acc.float() * x_scale * w_scale.float().reshape(-1)  # (..., N): per-token and per-channel scales",
+                "y = acc.float() * x_scale.mean() * w_scale.float().reshape(-1).mean()",
+            )
+        ],
+    ),
+    Mutant(
+        "w8a8",
+        "bias_before_scales",
+        "adds the bias to the integer accumulator, then scales it too",
+        [
+            (
+                "y = acc.float() * x_scale * w_scale.float().reshape(-1)  # (..., N): per-token and per-channel scales",
+                "y = (acc.float() + (0 if bias is None else bias.float())) * x_scale * w_scale.float().reshape(-1)",
+            ),
+            ("y = y + bias.float()", "y = y"),
+        ],
+    ),
+    Mutant(
+        "w8a8",
+        "returns_float32",
+        "returns float32 for bfloat16 activations",
+        [("return y.to(x.dtype)", "return y")],
+    ),
+]
