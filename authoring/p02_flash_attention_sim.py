@@ -30,7 +30,7 @@ def build() -> LessonBuilder:
         causal or not; the tiled backward by recomputation from the log-sum-exp; and the `autograd.Function` that
         saves only $Q, K, V, O$ and the LSE. **Graded against** `F.scaled_dot_product_attention` and its autograd in
         float64, `torch.logsumexp` of the float64 scores, closed forms for uniform attention, `gradcheck`, and a
-        size watch (a `TorchDispatchMode` plus `saved_tensors_hooks`) that fails if any `(S, S)` tensor is ever made.
+        size watch (a `TorchFunctionMode` plus `saved_tensors_hooks`) that fails if any `(S, S)` tensor is ever made.
         SDPA, softmax and logsumexp are forbidden in your code. The Triton versions come later (`p03.flash_attention_fwd`, `p03.flash_attention_bwd`).
     """
     )
@@ -316,15 +316,15 @@ def build() -> LessonBuilder:
     )
     lesson.code(r"""
         # Memory: the largest tensor each version creates, per (batch, head), against the sequence length.
-        from torch.utils._python_dispatch import TorchDispatchMode
+        from torch.overrides import TorchFunctionMode
 
 
-        class LargestTensor(TorchDispatchMode):
+        class LargestTensor(TorchFunctionMode):
             def __init__(self):
                 super().__init__()
                 self.largest = 0
 
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
                 result = func(*args, **(kwargs or {}))
                 for t in result if isinstance(result, (tuple, list)) else [result]:
                     if isinstance(t, torch.Tensor):
@@ -383,7 +383,9 @@ def build() -> LessonBuilder:
         of them the recomputation). Memory: $O(S\,D)$ for the inputs, output and LSE, plus one $b_q \times b_k$ tile
         per program. HBM traffic of the forward: $Q$ once, $K$ and $V$ once per query block, so
         $S_q D + 2 S_k D \cdot \lceil S_q / b_q \rceil$ elements; larger query blocks mean less traffic, and the
-        on-chip memory (SRAM) bounds the tile size, which is FlashAttention's whole analysis.
+        on-chip memory (SRAM) bounds the tile size, which is FlashAttention's whole analysis. In the memory figure
+        above, the naive curve is the $S^2$ probability matrix; the tiled one is the inputs themselves ($S \cdot D$
+        elements, larger than a $32 \times 32$ tile from $S = 32$ on), so it grows linearly.
 
         **In production.** PyTorch's `F.scaled_dot_product_attention` dispatches to a FlashAttention-2 kernel when
         the inputs allow it (`torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION)` forces it), and returns the
