@@ -13,7 +13,7 @@ def build() -> LessonBuilder:
         difficulty="hard",
         device="cpu",
         minutes=75,
-        prerequisites=["p02.attention_mha_gqa", "p02.llama_block"],
+        prerequisites=["p00.memory", "p02.attention_mha_gqa", "p02.llama_block"],
     )
     lesson.title(
         intro=r"""

@@ -12,7 +12,7 @@ def build() -> LessonBuilder:
         difficulty="medium",
         device="cpu",
         minutes=90,
-        prerequisites=["p00.numpy_einsum", "p00.tensor_layout", "p02.rope"],
+        prerequisites=["p00.numpy_einsum", "p00.tensor_layout", "p00.attention_intro", "p02.rope"],
     )
     lesson.title(
         intro=r"""

@@ -12,7 +12,7 @@ def build() -> LessonBuilder:
         difficulty="medium",
         device="cpu",
         minutes=70,
-        prerequisites=["p02.adamw", "p02.grad_accum_clip"],
+        prerequisites=["p00.debugging", "p02.adamw", "p02.grad_accum_clip"],
     )
     lesson.title(
         intro=r"""

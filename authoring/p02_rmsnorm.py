@@ -12,7 +12,7 @@ def build() -> LessonBuilder:
         difficulty="easy",
         device="cpu",
         minutes=45,
-        prerequisites=["p00.module_basics", "p00.autograd"],
+        prerequisites=["p00.module_basics", "p00.autograd", "p00.normalization"],
     )
     lesson.title(
         intro=r"""

@@ -1,0 +1,88 @@
+"""Realistic wrong versions of the p00.profiling solutions; every one must be rejected by a check."""
+
+from llm_algo.mutation import Mutant
+
+MUTANTS = [
+    Mutant(
+        "benchmark",
+        "no_sync_after_fn",
+        "reads the clock right after fn(): on a GPU this times the launch, not the work",
+        [("        fn()\n        wait()  # the work", "        fn()\n        pass  # the work")],
+    ),
+    Mutant(
+        "benchmark",
+        "no_sync_before_start",
+        "starts the clock without draining the queue: the first run pays for the warm-up",
+        [("        wait()  # nothing queued", "        pass  # nothing queued")],
+    ),
+    Mutant(
+        "benchmark",
+        "mean",
+        "reports the mean of the runs as the median",
+        [('"median": statistics.median(times)', '"median": statistics.mean(times)')],
+    ),
+    Mutant(
+        "benchmark",
+        "warmup_timed",
+        "times the warm-up calls too",
+        [
+            (
+                "    for _ in range(warmup):\n        fn()\n",
+                "    for _ in range(warmup):\n        start = timer()\n        fn()\n        wait()\n        times_w = timer() - start\n",
+            ),
+            (
+                "    times = []\n",
+                "    times = []\n    times += [] if warmup == 0 else [times_w]\n    repeats -= 1 if warmup else 0\n",
+            ),
+        ],
+    ),
+    Mutant(
+        "benchmark",
+        "whole_loop",
+        "times the whole loop once and divides by the number of runs",
+        [
+            (
+                "    for _ in range(repeats):\n        wait()  # nothing queued may leak into this measurement\n        start = timer()\n",
+                "    wait()\n    start = timer()\n    for _ in range(repeats):\n",
+            ),
+            (
+                "        times.append(timer() - start)\n",
+                "    times = [(timer() - start) / repeats] * repeats\n",
+            ),
+        ],
+    ),
+    Mutant(
+        "top_ops",
+        "sort_by_total",
+        "sorts by cpu_time_total, so the wrappers (linear, matmul) come first",
+        [
+            (
+                "rows.sort(key=lambda row: row.self_cpu_time_total, reverse=True)",
+                "rows.sort(key=lambda row: row.cpu_time_total, reverse=True)",
+            )
+        ],
+    ),
+    Mutant(
+        "top_ops",
+        "microseconds",
+        "reports the self time in µs as if it were ms",
+        [("row.self_cpu_time_total / 1000.0", "row.self_cpu_time_total")],
+    ),
+    Mutant(
+        "top_ops",
+        "share_of_top_k",
+        "divides by the self time of the k returned rows only",
+        [
+            (
+                "total_self = sum(row.self_cpu_time_total for row in rows)",
+                "total_self = sum(row.self_cpu_time_total for row in rows[:k])",
+            )
+        ],
+    ),
+    Mutant(
+        "top_ops",
+        "no_filter",
+        "keeps the profiler's own rows (ProfilerStep, record_function ranges)",
+        [('rows = [row for row in averages if row.key.startswith("aten::")]', "rows = list(averages)")],
+    ),
+]
