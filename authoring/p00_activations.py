@@ -199,7 +199,8 @@ def build() -> LessonBuilder:
         saves. `SiLUFunction.forward(ctx, x)` returns $\operatorname{SiLU}(x)$ (at least float32 inside, `x`'s dtype
         out) and saves **only `x`** with `ctx.save_for_backward`; `backward(ctx, grad_out)` returns
         `grad_out * silu_grad(x)` in `x`'s dtype. `silu(x)` applies it. Saving the input rather than the output is
-        what lets activation checkpointing or a fused kernel recompute everything from $x$ alone.
+        what lets activation checkpointing or a fused kernel recompute everything from $x$ alone. The backward uses
+        your `silu_grad` from the previous exercise, so write that one first.
     """)
     lesson.exercise(
         "silu_function",
@@ -226,6 +227,7 @@ def build() -> LessonBuilder:
 
         def silu(x: torch.Tensor) -> torch.Tensor:
             """SiLU through SiLUFunction (so its backward is yours)."""
+            # TODO: apply the Function (never call forward directly: autograd would not record it)
             ### BEGIN SOLUTION
             return SiLUFunction.apply(x)
             ### END SOLUTION
