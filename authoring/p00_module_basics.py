@@ -12,7 +12,7 @@ def build() -> LessonBuilder:
         difficulty="easy",
         device="cpu",
         minutes=40,
-        prerequisites=["p00.autograd"],
+        prerequisites=["p00.autograd", "p00.grad_hygiene"],
     )
     lesson.title(
         intro=r"""

@@ -12,7 +12,7 @@ def build() -> LessonBuilder:
         difficulty="easy",
         device="cpu",
         minutes=40,
-        prerequisites=[],
+        prerequisites=["p00.python_for_llm"],
     )
     lesson.title(
         intro=r"""

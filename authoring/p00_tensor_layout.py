@@ -12,7 +12,7 @@ def build() -> LessonBuilder:
         difficulty="medium",
         device="cpu",
         minutes=50,
-        prerequisites=[],
+        prerequisites=["p00.tensor_basics"],
     )
     lesson.title(
         intro=r"""
