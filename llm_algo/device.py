@@ -72,6 +72,12 @@ def policy() -> DevicePolicy:
     )
 
 
+def triton_compiled() -> bool:
+    """Whether Triton kernels compile here (a GPU of compute capability 8.0+), rather than run in the interpreter:
+    checks pick GPU-sized shapes by it."""
+    return policy().triton_path == "compiled"
+
+
 def device() -> str:
     return policy().device
 

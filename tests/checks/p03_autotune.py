@@ -9,7 +9,7 @@ import torch
 from llm_algo.bench import BenchRow, baseline_rows, flops_row
 from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
 from llm_algo.check.restrictions import MATMUL
-from llm_algo.device import policy, triton_device, triton_dtypes
+from llm_algo.device import triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
 
 checks = Checks("p03.autotune", triton=True)
@@ -20,10 +20,6 @@ checks.restrict(
     forbid=MATMUL,
     instead="accumulate the K slices with tl.dot and tl.atomic_add in your @triton.jit kernel",
 )
-
-
-def compiled() -> bool:
-    return policy().triton_path == "compiled"
 
 
 # ------------------------------------------------------------------------------------------ prune_configs

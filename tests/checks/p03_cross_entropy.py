@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from llm_algo.bench import bandwidth_row, baseline_rows, copy_row
 from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
 from llm_algo.check.restrictions import AUTOGRAD, CROSS_ENTROPY, LOGSUMEXP, SOFTMAX
-from llm_algo.device import policy, triton_device, triton_dtypes
+from llm_algo.device import triton_compiled, triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded
 
 checks = Checks("p03.cross_entropy", triton=True)
@@ -24,10 +24,6 @@ checks.restrict(
 )
 HINT_LSE = "online log-sum-exp: pad with -inf, rescale d by exp(m_old - m_new), subtract 0 while the max is -inf"
 HINT_GRAD = "grad = (exp(x - M) / S - [col == target]) / n_valid, with n_valid the number of non-ignored rows"
-
-
-def compiled() -> bool:
-    return policy().triton_path == "compiled"
 
 
 def random_problem(n_rows, n_cols, dtype, scale=3.0, ignored_fraction=0.25, ignore_index=-100):
@@ -121,7 +117,7 @@ def hand_checkable_row(ex):
 @checks("cross_entropy_fwd_bwd")
 def random_rows_and_dtypes(ex):
     """rows of 1, 129, 1000 entries, batch of one, ~25% ignored, fp32 and fp16 (bf16 too when compiled) vs autograd"""
-    shapes = [(1, 1), (37, 129), (5, 1000), (1, 64)] + ([(512, 32000), (64, 128256)] if compiled() else [])
+    shapes = [(1, 1), (37, 129), (5, 1000), (1, 64)] + ([(512, 32000), (64, 128256)] if triton_compiled() else [])
     for dtype in triton_dtypes():
         for n_rows, n_cols in shapes:
             logits, targets = random_problem(n_rows, n_cols, dtype)

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from llm_algo.bench import bandwidth_row, baseline_rows, copy_row
 from llm_algo.check import Checks, describe, expect, expect_refused, expect_tensor
-from llm_algo.device import policy, triton_device, triton_dtypes
+from llm_algo.device import triton_compiled, triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded
 
 checks = Checks("p03.debugging", triton=True)
@@ -31,10 +31,6 @@ checks.restrict(
     forbid=[F.embedding, torch.embedding, torch.nn.Embedding, torch.index_select, torch.Tensor.index_select],
     instead="gather the rows in your @triton.jit kernel (torch.index_select is the checks' reference)",
 )
-
-
-def compiled() -> bool:
-    return policy().triton_path == "compiled"
 
 
 def expect_exact(got, expected, *, input: str, hint: str, what: str = "output") -> None:
@@ -93,7 +89,7 @@ def all_negative_rows_by_hand(ex):
 @checks("row_max")
 def matches_amax_in_any_layout(ex):
     """1x1, 7x300, 4x128, one row, transposed and sliced inputs, fp32 and fp16: equal to torch.amax exactly"""
-    shapes = [(1, 1), (7, 300), (4, 128), (1, 1000)] + ([(4096, 8193), (3, 2**20 + 3)] if compiled() else [])
+    shapes = [(1, 1), (7, 300), (4, 128), (1, 1000)] + ([(4096, 8193), (3, 2**20 + 3)] if triton_compiled() else [])
     for dtype in triton_dtypes():
         for M, N in shapes:
             for layout in ("contiguous", "transposed", "every other column"):
@@ -103,7 +99,7 @@ def matches_amax_in_any_layout(ex):
                     x = torch.randn(M, 2 * N, device=triton_device()).to(dtype)[:, ::2]
                 else:
                     x = torch.randn(M, N, device=triton_device()).to(dtype)
-                for block in (16, 64) if not compiled() else (1024,):
+                for block in (16, 64) if not triton_compiled() else (1024,):
                     label = f"{describe(x=x)}, {layout}, strides {x.stride()}, block_n={block}"
                     got = ex.row_max(x, block_n=block)
                     expect_exact(
@@ -196,12 +192,12 @@ def one_bin_hit_by_every_lane(ex):
 @checks("histogram")
 def matches_bincount(ex):
     """n = 1, 127, 1000, 4097 over 1, 4 and 50 bins, int32 and int64, with out-of-range values: equal to bincount"""
-    sizes = [1, 127, 1000, 4097] + ([2**24 + 3] if compiled() else [])
+    sizes = [1, 127, 1000, 4097] + ([2**24 + 3] if triton_compiled() else [])
     for n in sizes:
         for num_bins in (1, 4, 50):
             for dtype in (torch.int32, torch.int64):
                 values = torch.randint(-2, num_bins + 2, (n,), device=triton_device()).to(dtype)
-                block = 1024 if compiled() else 128
+                block = 1024 if triton_compiled() else 128
                 label = f"{describe(x=values)}, values in [-2, {num_bins + 1}], num_bins={num_bins}, block={block}"
                 got = ex.histogram(values, num_bins, block=block)
                 expect_exact(
@@ -282,7 +278,9 @@ def rows_by_hand(ex):
 @checks("embedding")
 def matches_index_select_on_views(ex):
     """contiguous tables, column slices, row-offset views and a transposed table; fp32/fp16; int32/int64 ids"""
-    cases = [(11, 37, 16, 64), (3, 1, 1, 8), (40, 129, 7, 64)] + ([(50000, 1024, 4096, 1024)] if compiled() else [])
+    cases = [(11, 37, 16, 64), (3, 1, 1, 8), (40, 129, 7, 64)] + (
+        [(50000, 1024, 4096, 1024)] if triton_compiled() else []
+    )
     for dtype in triton_dtypes():
         for V, D, n, block in cases:
             for layout in ("contiguous", "first D of 2D columns", "rows 3.. of a bigger table", "transposed"):

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from llm_algo.bench import baseline_rows, flops_row
 from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
 from llm_algo.check.restrictions import ATTENTION, AUTOGRAD, SOFTMAX
-from llm_algo.device import policy, triton_device, triton_dtypes
+from llm_algo.device import triton_compiled, triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
 
 checks = Checks("p03.flash_attention_bwd", triton=True)
@@ -28,10 +28,6 @@ checks.restrict(
     instead="compute dq, dk and dv in your @triton.jit kernels (autograd of SDPA is the checks' reference)",
 )
 HINT_DS = "dS = P * (dP - delta) with P = exp2(s * sm_scale * log2e - lse * log2e); dk and dq are scaled by sm_scale"
-
-
-def compiled() -> bool:
-    return policy().triton_path == "compiled"
 
 
 def sixteen_bit_dtypes():
@@ -121,7 +117,7 @@ def hand_checkable_rows(ex):
 @checks("attention_delta")
 def random_rows_shapes_and_dtypes(ex):
     """random (B, H, S, d) with S not a multiple of the block, batch 1, d 64 and 128; fp16 (+bf16 on GPU); float32"""
-    shapes = [(1, 1, 1, 64), (2, 3, 37, 64), (1, 4, 50, 128)] + ([(4, 32, 4099, 128)] if compiled() else [])
+    shapes = [(1, 1, 1, 64), (2, 3, 37, 64), (1, 4, 50, 128)] + ([(4, 32, 4099, 128)] if triton_compiled() else [])
     for dtype in sixteen_bit_dtypes():
         for shape in shapes:
             out, dout = (torch.randn(shape, device=triton_device()).to(dtype) for _ in range(2))

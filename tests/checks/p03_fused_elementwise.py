@@ -13,7 +13,7 @@ from torch.utils._pytree import tree_flatten
 from llm_algo.bench import bandwidth_row, baseline_rows, copy_row
 from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
 from llm_algo.check.restrictions import AUTOGRAD
-from llm_algo.device import policy, triton_device, triton_dtypes
+from llm_algo.device import triton_compiled, triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
 
 checks = Checks("p03.fused_elementwise", triton=True)
@@ -42,13 +42,9 @@ HINT_BACKWARD = "d_up = d_out * gate * s; d_gate = d_out * up * s * (1 + gate * 
 HINT_GELU = "exact: 0.5 x (1 + erf(x / sqrt 2)); tanh: x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3)"
 
 
-def compiled() -> bool:
-    return policy().triton_path == "compiled"
-
-
 def random_shapes():
     """(rows, cols): a single element, odd widths that are not block multiples, a batch of one; larger compiled."""
-    return [(1, 1), (37, 129), (1, 1000), (4, 64)] + ([(1024, 14336), (3, 20000)] if compiled() else [])
+    return [(1, 1), (37, 129), (1, 1000), (4, 64)] + ([(1024, 14336), (3, 20000)] if triton_compiled() else [])
 
 
 def random_matrix(shape, dtype, scale=3.0):

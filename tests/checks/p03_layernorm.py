@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from llm_algo.bench import bandwidth_row, baseline_rows, copy_row
 from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
 from llm_algo.check.restrictions import AUTOGRAD, LAYER_NORM
-from llm_algo.device import policy, triton_device, triton_dtypes
+from llm_algo.device import triton_compiled, triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
 
 checks = Checks("p03.layernorm", triton=True)
@@ -41,14 +41,10 @@ HINT_FWD = "mean first, then sum((x - mean)^2) / N with padded lanes set to 0; r
 HINT_BWD = "dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat)) with g = dy * w; dw = sum dy * x_hat; db = sum dy"
 
 
-def compiled() -> bool:
-    return policy().triton_path == "compiled"
-
-
 def shapes():
     """Rows x columns: odd widths, a batch of one, one column; bigger when compiled."""
     small = [(1, 1), (37, 129), (5, 1000), (3, 64), (1, 33)]
-    return small + ([(4096, 3000), (3, 16384), (16384, 1024)] if compiled() else [])
+    return small + ([(4096, 3000), (3, 16384), (16384, 1024)] if triton_compiled() else [])
 
 
 def random_case(n_rows, n_cols, dtype, offset=0.5, scale=2.0):

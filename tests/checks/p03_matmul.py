@@ -12,7 +12,7 @@ import torch
 from llm_algo.bench import baseline_rows, flops_row
 from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
 from llm_algo.check.restrictions import MATMUL
-from llm_algo.device import policy, triton_device, triton_dtypes
+from llm_algo.device import policy, triton_compiled, triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
 
 checks = Checks("p03.matmul", triton=True)
@@ -23,10 +23,6 @@ checks.restrict(
     instead="multiply the tiles with tl.dot in your @triton.jit kernel (torch.matmul is the checks' reference)",
 )
 HINT_K_MASK = "mask the K dimension in both loads (k index < K - step * BLOCK_K) with other=0.0"
-
-
-def compiled() -> bool:
-    return policy().triton_path == "compiled"
 
 
 # ------------------------------------------------------------------------------------------ grouped_tile
@@ -271,7 +267,7 @@ def check_ragged(ex, shapes):
 @checks("matmul")
 def transposed_and_strided_operands(ex):
     """a = t.T, b = w.T (the F.linear layout) and step-sliced views: every stride from .stride(i)"""
-    shapes = [(37, 29, 70)] + ([(1024, 768, 1000)] if compiled() else [])
+    shapes = [(37, 29, 70)] + ([(1024, 768, 1000)] if triton_compiled() else [])
     for dtype in triton_dtypes():
         for M, N, K in shapes:
             for layout in (
@@ -290,7 +286,7 @@ def transposed_and_strided_operands(ex):
 @checks("matmul")
 def long_k_accumulates_in_float32(ex):
     """fp16 with K = 2048 (and 8192 compiled): the sum of thousands of products needs a float32 accumulator"""
-    for M, N, K in [(32, 48, 2048)] + ([(256, 256, 8192)] if compiled() else []):
+    for M, N, K in [(32, 48, 2048)] + ([(256, 256, 8192)] if triton_compiled() else []):
         a, b = operands(M, N, K, torch.float16, "contiguous")
         expect_matmul(ex, a, b, describe(a=a, b=b), hint="accumulate in tl.float32 and cast once, after the K loop")
 

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from llm_algo.bench import baseline_rows, flops_row
 from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
 from llm_algo.check.restrictions import MATMUL
-from llm_algo.device import policy, triton_device, triton_dtypes
+from llm_algo.device import policy, triton_compiled, triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
 
 checks = Checks("p03.matmul_epilogue", triton=True)
@@ -39,10 +39,6 @@ TORCH_ACTIVATIONS = {
     "silu": F.silu,
     "gelu_tanh": lambda z: F.gelu(z, approximate="tanh"),
 }
-
-
-def compiled() -> bool:
-    return policy().triton_path == "compiled"
 
 
 # -------------------------------------------------------------------------------------------- activation
@@ -200,10 +196,10 @@ def every_activation_shape_and_dtype(ex):
     (bf16 compiled)"""
     # compiled, every (activation, bias, dtype) is a new kernel and every new shape a new autotuning run (the grader
     # allows a check 60 s): all activations in fp16 only, GeLU in the other dtypes, one ragged shape and a large one
-    shapes = [(37, 29, 70), (1000, 3000, 515)] if compiled() else [(37, 29, 70), (1, 50, 33), (64, 17, 64)]
+    shapes = [(37, 29, 70), (1000, 3000, 515)] if triton_compiled() else [(37, 29, 70), (1, 50, 33), (64, 17, 64)]
     device = triton_device()
     for dtype in triton_dtypes():
-        every_activation = dtype == torch.float16 or not compiled()
+        every_activation = dtype == torch.float16 or not triton_compiled()
         activations = ("relu", "silu", "gelu_tanh", "none") if every_activation else ("gelu_tanh",)
         for M, N, K in shapes:
             for activation in activations:
@@ -221,7 +217,7 @@ def every_activation_shape_and_dtype(ex):
 @checks("linear_act")
 def residual_and_strided_operands(ex):
     """a residual (added after the activation), a transposed x and a residual that is a strided view"""
-    M, N, K = (45, 38, 90) if not compiled() else (1000, 768, 1000)
+    M, N, K = (45, 38, 90) if not triton_compiled() else (1000, 768, 1000)
     device = triton_device()
     for dtype in triton_dtypes():
         x = torch.randn(K, M, device=device).to(dtype).T  # strides (1, M)

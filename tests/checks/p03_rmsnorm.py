@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from llm_algo.bench import bandwidth_row, baseline_rows, copy_row
 from llm_algo.check import Checks, describe, expect_close, expect_refused, expect_tensor
 from llm_algo.check.restrictions import AUTOGRAD, RMS_NORM
-from llm_algo.device import policy, triton_device, triton_dtypes
+from llm_algo.device import triton_compiled, triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
 
 checks = Checks("p03.rmsnorm", triton=True)
@@ -33,13 +33,9 @@ HINT_DX = "dx = rstd * (u - x_hat * c), u = dy * weight, x_hat = x * rstd, c = s
 HINT_DW = "dweight = sum over all rows of dy * x_hat (dy, not dy * weight); every program stores its own partial row"
 
 
-def compiled() -> bool:
-    return policy().triton_path == "compiled"
-
-
 def random_shapes():
     """(rows, cols): one element, odd widths, a batch of one, more rows than programs; real sizes when compiled."""
-    return [(1, 1), (37, 129), (1, 1000), (13, 64)] + ([(4096, 4096), (7, 16384)] if compiled() else [])
+    return [(1, 1), (37, 129), (1, 1000), (13, 64)] + ([(4096, 4096), (7, 16384)] if triton_compiled() else [])
 
 
 def random_rows(shape, dtype, scale=1.0):
@@ -235,7 +231,7 @@ def matches_float64_autograd(ex):
             x, weight = random_rows(shape, dtype)
             dy = torch.randn(shape, device=triton_device()).to(dtype)
             rstd = rstd_oracle(x, 1e-6).float().to(x.device)
-            for num_programs in (1, 3, 64) if not compiled() else (None,):
+            for num_programs in (1, 3, 64) if not triton_compiled() else (None,):
                 dx, dweight = ex.rmsnorm_backward(dy, x, weight, rstd, num_programs=num_programs)
                 label = describe(x=x, dy=dy, num_programs=num_programs)
                 expect_gradients(dx, dweight, x, weight, dy, 1e-6, label)

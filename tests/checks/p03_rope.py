@@ -9,7 +9,7 @@ import torch
 
 from llm_algo.bench import bandwidth_row, baseline_rows, copy_row
 from llm_algo.check import Checks, describe, expect, expect_close, expect_refused
-from llm_algo.device import policy, triton_device, triton_dtypes
+from llm_algo.device import triton_compiled, triton_device, triton_dtypes
 from llm_algo.references.hf import transformers_module
 from llm_algo.references.kernels import expect_guard_untouched
 
@@ -24,10 +24,6 @@ checks.restrict(
 
 HINT_ROTATE_HALF = "rotate-half pairs i with i + D/2: x1' = x1 cos - x2 sin, x2' = x2 cos + x1 sin"
 HINT_POSITION = "the position of token (b, s) is offsets[b] + s; load cos/sin row at that position"
-
-
-def compiled() -> bool:
-    return policy().triton_path == "compiled"
 
 
 def exact_tables(num_positions: int, head_dim: int, base: float = 10000.0):
@@ -71,7 +67,7 @@ def expect_rotated(q_got, k_got, q, k, cos, sin, offsets, label, inverse=False, 
 def shapes():
     """(B, S, H_q, H_kv, D): D = 2, head counts that are not powers of two, D/2 = 40 (not a power of two)."""
     cases = [(1, 1, 1, 1, 2), (2, 7, 4, 2, 16), (3, 2, 6, 3, 80), (1, 5, 32, 8, 128)]
-    return cases + ([(2, 1024, 32, 8, 128), (2, 300, 40, 8, 64)] if compiled() else [])
+    return cases + ([(2, 1024, 32, 8, 128), (2, 300, 40, 8, 64)] if triton_compiled() else [])
 
 
 # --------------------------------------------------------------------------------------------------- rope

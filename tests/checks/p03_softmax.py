@@ -9,7 +9,7 @@ import torch
 from llm_algo.bench import bandwidth_row, baseline_rows, copy_row
 from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
 from llm_algo.check.restrictions import LOGSUMEXP, SOFTMAX
-from llm_algo.device import policy, triton_device, triton_dtypes
+from llm_algo.device import triton_compiled, triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
 
 checks = Checks("p03.softmax", triton=True)
@@ -28,10 +28,6 @@ checks.restrict(
 HINT_STABLE = "subtract the row max before exp; pad masked lanes with -inf (the identity of max), not 0"
 
 
-def compiled() -> bool:
-    return policy().triton_path == "compiled"
-
-
 def oracle(x: torch.Tensor) -> torch.Tensor:
     return torch.softmax(x.double().cpu(), dim=-1)
 
@@ -46,7 +42,7 @@ def guarded_rows(n_rows: int, n_cols: int, pad: int):
 def random_cases():
     """(rows, cols) not multiples of any block, a batch of one, one column; bigger when compiled."""
     shapes = [(1, 1), (37, 129), (5, 1000), (3, 64)]
-    return shapes + ([(4096, 3000), (3, 16384)] if compiled() else [])
+    return shapes + ([(4096, 3000), (3, 16384)] if triton_compiled() else [])
 
 
 def check_random_rows(fn, shapes, hint, **kwargs):

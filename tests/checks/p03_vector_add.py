@@ -9,7 +9,7 @@ import torch
 
 from llm_algo.bench import bandwidth_row, copy_row
 from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
-from llm_algo.device import policy, triton_device, triton_dtypes
+from llm_algo.device import triton_compiled, triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
 
 checks = Checks("p03.vector_add", triton=True)
@@ -20,10 +20,6 @@ checks.restrict(
     forbid=[torch.add, torch.Tensor.add, torch.Tensor.add_],
     instead="add in your @triton.jit kernel (torch.add is the checks' reference)",
 )
-
-
-def compiled() -> bool:
-    return policy().triton_path == "compiled"
 
 
 # ----------------------------------------------------------------------------------------- vector_add
@@ -45,7 +41,7 @@ def hand_checkable_shorter_than_a_block(ex):
 @checks("vector_add")
 def sizes_that_are_not_block_multiples(ex):
     """n = 1, 127, 1000, 4097, ... in fp32 and fp16 (bf16 too when compiled), with block sizes 128 and 1024"""
-    sizes = [1, 127, 1000, 4097] + ([1_000_003, 2**22 + 17] if compiled() else [])
+    sizes = [1, 127, 1000, 4097] + ([1_000_003, 2**22 + 17] if triton_compiled() else [])
     for dtype in triton_dtypes():
         for n in sizes:
             for block in (128, 1024):
@@ -127,7 +123,7 @@ def hand_checkable_two_by_three(ex):
 @checks("matrix_add")
 def any_layout_and_odd_shapes(ex):
     """37x129, 1x1, 5x64 (and 1000x3001 compiled) in contiguous, transposed and sliced layouts"""
-    shapes = [(37, 129), (1, 1), (5, 64)] + ([(1000, 3001)] if compiled() else [])
+    shapes = [(37, 129), (1, 1), (5, 64)] + ([(1000, 3001)] if triton_compiled() else [])
     for dtype in triton_dtypes():
         for M, N in shapes:
             for name, x, y in layouts(M, N, dtype):
