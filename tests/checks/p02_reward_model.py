@@ -97,7 +97,7 @@ def pools_like_llama_for_sequence_classification(ex):
 
 
 @checks("last_token_rewards")
-def refuses_bad_input(ex):
+def pooling_refuses_bad_input(ex):
     """mismatched shapes, 1-D values, a row without a real token: ValueError"""
     values = torch.randn(2, 5)
     cases = [
@@ -210,7 +210,7 @@ def gradients_pass_gradcheck(ex):
 
 
 @checks("bradley_terry_loss")
-def refuses_bad_input(ex):
+def loss_refuses_bad_input(ex):
     """mismatched or empty rewards, a margin of the wrong shape, a negative coefficient: ValueError"""
     a, b = torch.randn(4), torch.randn(4)
     cases = [
