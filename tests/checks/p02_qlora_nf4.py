@@ -231,7 +231,7 @@ def zero_blocks_and_exact_levels(ex):
 
 
 @checks("quantize_nf4")
-def refuses_bad_input(ex):
+def quantize_nf4_refuses_bad_input(ex):
     """an integer or empty weight, inf or NaN values, block_size 0: ValueError"""
     cases = [
         ((torch.arange(10),), "an int64 weight"),
@@ -300,7 +300,7 @@ def round_trip_error_is_bounded(ex):
 
 
 @checks("dequantize_nf4")
-def refuses_bad_input(ex):
+def dequantize_nf4_refuses_bad_input(ex):
     """packed of the wrong size or dtype, absmax of the wrong size: ValueError"""
     packed = torch.randint(0, 256, (50,), dtype=torch.uint8)
     absmax = torch.rand(2)
@@ -422,7 +422,7 @@ def double_dequantize_like_the_spec(ex):
 
 
 @checks("double_quant")
-def refuses_bad_input(ex):
+def double_quant_refuses_bad_input(ex):
     """an empty or 2-D absmax, block_size 0; codes of the wrong dtype or scales of the wrong size: ValueError"""
     cases = [
         (lambda: ex.double_quantize(torch.zeros(0)), "double_quantize of an empty absmax"),
