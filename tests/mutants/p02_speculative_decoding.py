@@ -1,0 +1,114 @@
+"""Realistic wrong versions of the p02.speculative_decoding solutions; every one must be rejected by a check."""
+
+from llm_algo.mutation import Mutant
+
+MUTANTS = [
+    Mutant(
+        "verify",
+        "ratio_inverted",
+        "accepts with probability min(1, q/p) instead of min(1, p/q)",
+        [("(p_x / q_x.clamp_min(1e-30)).clamp(max=1.0)", "(q_x / p_x.clamp_min(1e-30)).clamp(max=1.0)")],
+    ),
+    Mutant(
+        "verify",
+        "ratio_not_capped",
+        "returns p/q without capping it at 1",
+        [("(p_x / q_x.clamp_min(1e-30)).clamp(max=1.0)", "(p_x / q_x.clamp_min(1e-30))")],
+    ),
+    Mutant(
+        "verify",
+        "resample_from_target",
+        "after a rejection samples from p instead of the residual max(0, p - q)",
+        [
+            (
+                "residual = residual_distribution(target_probs[i : i + 1], draft_probs[i : i + 1])  # (1, V)",
+                "residual = target_probs[i : i + 1]",
+            )
+        ],
+    ),
+    Mutant(
+        "verify",
+        "residual_not_clamped",
+        "takes p - q without its positive part (negative weights)",
+        [("excess = (p - q).clamp_min(0.0)", "excess = (p - q).abs()")],
+    ),
+    Mutant(
+        "verify",
+        "no_bonus",
+        "emits no bonus token when every draft is accepted",
+        [
+            (
+                "emitted.append(int(torch.multinomial(target_probs[k : k + 1], 1, generator=generator)))  # bonus",
+                "pass",
+            )
+        ],
+    ),
+    Mutant(
+        "verify",
+        "continues_after_rejection",
+        "keeps verifying the later drafts after a rejection",
+        [
+            (
+                "return torch.tensor(emitted, dtype=torch.long), i",
+                "continue",
+            )
+        ],
+    ),
+    Mutant(
+        "speculative_generate",
+        "target_off_by_one",
+        "reads the target's probabilities one position late (columns T .. T+k)",
+        [
+            (
+                "p = torch.softmax(target(drafted)[0, -k - 1 :].float(), dim=-1)             # (k + 1, V)",
+                "p = torch.softmax(torch.cat((target(drafted)[0, -k:], target(drafted)[0, -1:])).float(), dim=-1)",
+            )
+        ],
+    ),
+    Mutant(
+        "speculative_generate",
+        "greedy_accepts_all",
+        "greedy mode accepts the whole block without comparing",
+        [("accepted = int(matches.cumprod(0).sum())", "accepted = k")],
+    ),
+    Mutant(
+        "speculative_generate",
+        "greedy_any_match",
+        "greedy mode counts all matches instead of the leading ones",
+        [("accepted = int(matches.cumprod(0).sum())", "accepted = int(matches.sum())")],
+    ),
+    Mutant(
+        "speculative_generate",
+        "draft_greedy_when_sampling",
+        "the draft always proposes its argmax, but verify_block is told the draft sampled from q",
+        [
+            (
+                "token = q.argmax() if greedy else torch.multinomial(q, 1, generator=generator)[0]",
+                "token = q.argmax()",
+            )
+        ],
+    ),
+    Mutant(
+        "speedup",
+        "expected_tokens_k",
+        "sums alpha^i for i < k instead of i <= k (forgets the bonus token)",
+        [("return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)", "return (1.0 - alpha ** k) / (1.0 - alpha)")],
+    ),
+    Mutant(
+        "speedup",
+        "acceptance_max",
+        "uses max(p, q) instead of min",
+        [("return torch.minimum(p, q).sum(dim=-1)", "return torch.maximum(p, q).sum(dim=-1)")],
+    ),
+    Mutant(
+        "speedup",
+        "cost_without_target",
+        "divides by k * c only, forgetting the target call",
+        [
+            (
+                "return expected_tokens(alpha, k) / (k * cost_ratio + 1.0)",
+                "return expected_tokens(alpha, k) / max(k * cost_ratio, 1.0)",
+            )
+        ],
+    ),
+]
