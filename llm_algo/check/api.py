@@ -291,6 +291,46 @@ def expect_exact_int(got, want: int, input: str, hint: str, what: str = "count")
     )
 
 
+def chi_square_p_value(counts: torch.Tensor, probs: torch.Tensor) -> tuple[float, float]:
+    """Pearson's test of `counts` against exact `probs` (cells of probability 0 left out): (p-value, statistic), the
+    p-value from the chi-square survival function `gammaincc(dof / 2, statistic / 2)`."""
+    support = probs > 0
+    expected = counts.double().sum() * probs[support].double()
+    statistic = float(((counts[support].double() - expected) ** 2 / expected).sum())
+    dof = int(support.sum()) - 1
+    if dof < 1:
+        return 1.0, statistic
+    p_value = torch.special.gammaincc(torch.tensor(dof / 2.0, dtype=torch.float64), torch.tensor(statistic / 2))
+    return float(p_value), statistic
+
+
+def expect_distribution(
+    counts: torch.Tensor, probs: torch.Tensor, *, input: str, hint: str, what: str = "the draws", false_alarm=1e-3
+) -> None:
+    """Samples (`counts` per outcome) follow the exact distribution `probs`: none where it is 0, and Pearson's
+    chi-square test passes at the stated false-alarm rate (a correct sampler fails it with that probability on a
+    random seed; checks use a fixed one)."""
+    outside = int(counts[probs == 0].sum())
+    expect(
+        outside == 0,
+        f"{what}: {outside} samples of outcomes whose probability is 0",
+        input=input,
+        expected="no sample outside the support",
+        got=f"counts {counts.long().tolist()}",
+        hint=hint,
+    )
+    p_value, statistic = chi_square_p_value(counts, probs)
+    expect(
+        p_value > false_alarm,
+        f"{what} do not follow the expected distribution",
+        input=input,
+        expected=f"chi-square p-value > {false_alarm}; expected counts "
+        f"{[round(x, 1) for x in (counts.double().sum() * probs.double()).tolist()]}",
+        got=f"statistic {statistic:.1f}, p-value {p_value:.2e}, counts {counts.long().tolist()}",
+        hint=hint,
+    )
+
+
 def expect_value_error(call: Callable[[], object], input: str = "", hint: str = "") -> None:
     """`call()` must raise ValueError: the contract of an exercise that validates its arguments."""
     expect_refused(call, input, hint, errors=(ValueError,))

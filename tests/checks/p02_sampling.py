@@ -15,6 +15,7 @@ from llm_algo.check import (
     describe,
     expect,
     expect_close,
+    expect_distribution,
     expect_tensor,
     expect_value_error,
     one_thread,
@@ -451,27 +452,12 @@ def draws_follow_the_distribution(ex):
     tokens = ex.sample_next_token(ids, logits, chain, generator=generator)
     expect_tensor(tokens, shape=(draws,), dtype=torch.int64, input=label, what="tokens")
     counts = torch.bincount(tokens, minlength=vocab).double()
-    outside = int(counts[probs == 0].sum())
-    expect(
-        outside == 0,
-        f"{outside} draws of tokens the processors removed",
+    expect_distribution(
+        counts,
+        probs,
         input=label,
-        expected="no draw outside the processed support",
-        got=f"counts {counts.long().tolist()}",
-        hint="sample from the processed probabilities, not from the raw logits",
-    )
-    support = probs > 0
-    expected_counts = draws * probs[support]
-    statistic = float(((counts[support] - expected_counts) ** 2 / expected_counts).sum())
-    dof = int(support.sum()) - 1
-    p_value = float(torch.special.gammaincc(torch.tensor(dof / 2.0, dtype=torch.float64), torch.tensor(statistic / 2)))
-    expect(
-        p_value > FALSE_ALARM,
-        "the draws do not follow the processed distribution",
-        input=label,
-        expected=f"chi-square p-value > {FALSE_ALARM} (dof {dof}); expected counts "
-        f"{[round(c) for c in expected_counts.tolist()]}",
-        got=f"statistic {statistic:.1f}, p-value {p_value:.2e}, counts {counts[support].long().tolist()}",
+        what="the draws",
+        false_alarm=FALSE_ALARM,
         hint="torch.multinomial(next_token_probs(...), 1, generator=generator): the processors' output, softmaxed",
     )
     again = ex.sample_next_token(ids[:50], logits[:50], chain, generator=torch.Generator().manual_seed(1234))

@@ -14,6 +14,7 @@ from llm_algo.check import (
     describe,
     expect,
     expect_close,
+    expect_distribution,
     expect_tensor,
     expect_value_error,
     one_thread,
@@ -36,38 +37,8 @@ def random_distributions(n, vocab, zeros=0):
     return probs / probs.sum(-1, keepdim=True)
 
 
-def chi_square_p_value(counts, probs):
-    """Pearson's test of counts against probabilities (zero-probability cells must have zero counts)."""
-    support = probs > 0
-    expected = counts.sum() * probs[support]
-    statistic = float(((counts[support] - expected) ** 2 / expected).sum())
-    dof = int(support.sum()) - 1
-    if dof < 1:
-        return 1.0, statistic
-    p_value = float(torch.special.gammaincc(torch.tensor(dof / 2.0, dtype=torch.float64), torch.tensor(statistic / 2)))
-    return p_value, statistic
-
-
-def expect_distribution(counts, probs, label, what, hint):
-    outside = int(counts[probs == 0].sum())
-    expect(
-        outside == 0,
-        f"{what}: {outside} samples of impossible tokens",
-        input=label,
-        expected="no sample where the target probability is 0",
-        got=f"counts {counts.long().tolist()}",
-        hint=hint,
-    )
-    p_value, statistic = chi_square_p_value(counts.double(), probs)
-    expect(
-        p_value > FALSE_ALARM,
-        f"{what} do not follow the target distribution",
-        input=label,
-        expected=f"chi-square p-value > {FALSE_ALARM}; expected counts "
-        f"{[round(x, 1) for x in (counts.sum() * probs).tolist()]}",
-        got=f"statistic {statistic:.1f}, p-value {p_value:.2e}, counts {counts.long().tolist()}",
-        hint=hint,
-    )
+def expect_target_distribution(counts, probs, label, what, hint):
+    expect_distribution(counts, probs, input=label, hint=hint, what=what, false_alarm=FALSE_ALARM)
 
 
 # ------------------------------------------------------------------------------------------ verify
@@ -167,8 +138,8 @@ def verify_block_samples_the_target(ex):
         accepted_total += accepted
     label = f"p {describe(p=p)}, q {describe(q=q)}, {runs} blocks"
     hint = "accept with probability min(1, p/q); on rejection sample the residual max(0, p - q), not p"
-    expect_distribution(first, p[0].double(), label, "first emitted tokens", hint)
-    expect_distribution(
+    expect_target_distribution(first, p[0].double(), label, "first emitted tokens", hint)
+    expect_target_distribution(
         second, p[1].double(), label + " (blocks whose first draft was accepted)", "second emitted tokens", hint
     )
     beta = torch.minimum(p[:k].double(), q.double()).sum(-1)
@@ -371,7 +342,7 @@ def sampled_sequences_follow_the_target(ex):
         accepted += stats["accepted"]
         drafted += stats["drafted"]
     label = f"bigram target and draft over V = 3, prompt [2], k = 3, {runs} runs of 2 tokens"
-    expect_distribution(
+    expect_target_distribution(
         counts,
         joint,
         label,
