@@ -15,6 +15,7 @@ from llm_algo.check import (
     describe,
     expect,
     expect_close,
+    expect_exact_int,
     expect_tensor,
     expect_value_error,
     one_thread,
@@ -32,18 +33,6 @@ checks.restrict(
 
 def float64(value) -> torch.Tensor:
     return torch.tensor(float(value), dtype=torch.float64)
-
-
-def expect_int(got, want: int, label: str, hint: str, what: str) -> None:
-    expect(
-        isinstance(got, int) and not isinstance(got, bool),
-        f"the {what} is not a Python int",
-        input=label,
-        expected="int",
-        got=f"{type(got).__name__} {got!r}"[:120],
-        hint="counts are exact integers: convert with int(...)",
-    )
-    expect(got == want, f"wrong {what}", input=label, expected=f"{want:,}", got=f"{got:,}", hint=hint)
 
 
 # ------------------------------------------------------------------------------------------ route_with_capacity
@@ -94,8 +83,8 @@ def expect_routing(got, want: tuple, num_experts: int, label: str, hint: str = H
         got=str(counts.tolist()),
         hint=hint,
     )
-    expect_int(capacity, want[1], label, hint, "capacity")
-    expect_int(dropped, want[2], label, hint, "number of dropped assignments")
+    expect_exact_int(capacity, want[1], label, hint, "capacity")
+    expect_exact_int(dropped, want[2], label, hint, "number of dropped assignments")
 
 
 @checks("route_with_capacity")
