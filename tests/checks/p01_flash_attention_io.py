@@ -9,7 +9,7 @@ import random
 import torch
 import torch.nn.functional as F
 
-from llm_algo.check import Checks, describe, expect, expect_close, expect_value_error
+from llm_algo.check import Checks, describe, expect, expect_close, expect_exact_int, expect_value_error
 from llm_algo.check.restrictions import ATTENTION, SOFTMAX
 
 checks = Checks("p01.flash_attention_io")
@@ -18,25 +18,6 @@ checks.restrict(
     forbid=[*ATTENTION, *SOFTMAX],
     instead="exponentiate and rescale with the online-softmax recurrence (SDPA is the checks' reference)",
 )
-
-
-def expect_int(got, want: int, label: str, hint: str, what: str) -> None:
-    expect(
-        isinstance(got, int) and not isinstance(got, bool),
-        f"the {what} is not a Python int",
-        input=label,
-        expected="int",
-        got=f"{type(got).__name__} {got!r}"[:120],
-        hint="byte counts are exact integers: use // and int arithmetic",
-    )
-    expect(
-        got == want,
-        f"wrong {what}",
-        input=label,
-        expected=f"{want:,}",
-        got=f"{got:,} (off by {got - want:+,})",
-        hint=hint,
-    )
 
 
 def counted_standard(ex, n: int, d: int, dtype: torch.dtype) -> int:
@@ -73,7 +54,7 @@ def matches_counted_three_kernels(ex):
         want = counted_standard(ex, n, d, dtype)
         element = torch.empty((), dtype=dtype).element_size()
         got = ex.standard_attention_bytes(n, d, element)
-        expect_int(got, want, f"N={n}, d={d}, {dtype} (counted by HBM)", HINT_STANDARD, "bytes")
+        expect_exact_int(got, want, f"N={n}, d={d}, {dtype} (counted by HBM)", HINT_STANDARD, "bytes")
 
 
 @checks("standard_attention_bytes")
@@ -82,7 +63,7 @@ def gpt2_medium_and_batches(ex):
     for n, d, size, bh in ((1024, 64, 2, 64 * 16), (1024, 64, 2, 1), (8192, 128, 2, 32), (3, 2, 4, 5)):
         want = bh * (4 * n * d + 4 * n * n) * size
         got = ex.standard_attention_bytes(n, d, size, bh)
-        expect_int(got, want, f"N={n}, d={d}, element {size} B, batch_heads={bh}", HINT_STANDARD, "bytes")
+        expect_exact_int(got, want, f"N={n}, d={d}, element {size} B, batch_heads={bh}", HINT_STANDARD, "bytes")
 
 
 @checks("standard_attention_bytes")
@@ -184,7 +165,7 @@ def moves_the_bytes_of_the_schedule(ex):
             hint='hbm.alloc("o", (N, d), q dtype) and store tiles cast back to it',
         )
         want = tiled_schedule_bytes(n, d, bq, q.element_size())
-        expect_int(
+        expect_exact_int(
             hbm.bytes_moved,
             want,
             label + " (bytes counted by HBM)",
@@ -242,7 +223,7 @@ def matches_the_schedule_loop(ex):
         want = bh * tiled_schedule_bytes(n, d, bq, size)
         got = ex.tiled_attention_bytes(n, d, bq, size, bh)
         label = f"N={n}, d={d}, block_q={bq}, element {size} B, batch_heads={bh}"
-        expect_int(got, want, label, HINT_TILED_BYTES, "bytes")
+        expect_exact_int(got, want, label, HINT_TILED_BYTES, "bytes")
 
 
 @checks("tiled_attention_bytes")
@@ -253,8 +234,8 @@ def scales_with_heads_and_element_size(ex):
         for size, bh in ((1, 1), (2, 1), (4, 12), (2, 7)):
             got = ex.tiled_attention_bytes(n, d, bq, size, bh)
             label = f"N={n}, d={d}, block_q={bq}, element {size} B, batch_heads={bh}"
-            expect_int(got, bh * size * one, label, HINT_TILED_BYTES, "bytes")
-    expect_int(
+            expect_exact_int(got, bh * size * one, label, HINT_TILED_BYTES, "bytes")
+    expect_exact_int(
         ex.tiled_attention_bytes(100, 8, 128, 2),
         4 * 100 * 8 * 2,
         "N=100, d=8, block_q=128 (one block), bf16",

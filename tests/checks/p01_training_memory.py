@@ -11,7 +11,7 @@ from functools import cache
 
 import torch
 
-from llm_algo.check import Checks, expect, expect_value_error, one_thread, reference_only
+from llm_algo.check import Checks, expect, expect_exact_int, expect_value_error, one_thread, reference_only
 from llm_algo.references.hf import transformers_module
 
 checks = Checks("p01.training_memory")
@@ -21,25 +21,6 @@ checks.restrict(
     forbid=("transformers",),
     instead="count from the config's fields (the layers transformers builds are the checks' reference)",
 )
-
-
-def expect_int(got, want: int, label: str, hint: str, what: str) -> None:
-    expect(
-        isinstance(got, int) and not isinstance(got, bool),
-        f"the {what} is not a Python int",
-        input=label,
-        expected="int",
-        got=f"{type(got).__name__} {got!r}"[:120],
-        hint="byte counts are exact integers: use // and int arithmetic",
-    )
-    expect(
-        got == want,
-        f"wrong {what}",
-        input=label,
-        expected=f"{want:,}",
-        got=f"{got:,} (off by {got - want:+,})",
-        hint=hint,
-    )
 
 
 # ------------------------------------------------------------------------------------------ model_state_bytes
@@ -60,7 +41,7 @@ def expect_states(got, want: dict, label: str) -> None:
         hint="return a dict of three ints",
     )
     for key in ("params", "grads", "optimizer"):
-        expect_int(got[key], want[key], f"{label}, key {key!r}", HINT_STATES, f"{key} bytes")
+        expect_exact_int(got[key], want[key], f"{label}, key {key!r}", HINT_STATES, f"{key} bytes")
 
 
 def states_one_by_one(num_params: int, stage: int, dp: int) -> dict:
@@ -239,7 +220,7 @@ def matches_saved_tensors_fp32_and_16_bit(ex):
         want = measured(tuple(sorted(fields.items())), dtype, batch, seq_len, False)["forward"]
         got = ex.layer_activation_bytes(make_config(fields), batch, seq_len, dtype)
         label = f"{describe_config(fields)}, {dtype}, batch {batch} x {seq_len} tokens; saved_tensors_hooks"
-        expect_int(got, want, label, HINT_LAYER, "bytes saved by one layer")
+        expect_exact_int(got, want, label, HINT_LAYER, "bytes saved by one layer")
 
 
 @checks("layer_activation_bytes")
@@ -249,7 +230,7 @@ def matches_saved_tensors_heads_and_widths(ex):
         want = measured(tuple(sorted(fields.items())), dtype, batch, seq_len, False)["forward"]
         got = ex.layer_activation_bytes(make_config(fields), batch, seq_len, dtype)
         label = f"{describe_config(fields)}, {dtype}, batch {batch} x {seq_len} tokens; saved_tensors_hooks"
-        expect_int(got, want, label, HINT_LAYER, "bytes saved by one layer")
+        expect_exact_int(got, want, label, HINT_LAYER, "bytes saved by one layer")
 
 
 @checks("layer_activation_bytes")
@@ -260,7 +241,9 @@ def quadratic_in_sequence_length(ex):
     want = [measured(tuple(sorted(fields.items())), torch.bfloat16, 1, t, False)["forward"] for t in lengths]
     got = [ex.layer_activation_bytes(make_config(fields), 1, t, torch.bfloat16) for t in lengths]
     for t, g, w in zip(lengths, got, want, strict=True):
-        expect_int(g, w, f"{describe_config(fields)}, bf16, batch 1 x {t}", HINT_LAYER, "bytes saved by one layer")
+        expect_exact_int(
+            g, w, f"{describe_config(fields)}, bf16, batch 1 x {t}", HINT_LAYER, "bytes saved by one layer"
+        )
     expect(
         got[2] - 2 * got[1] + got[0] == 2 * 6 * 4,
         "the bytes are not quadratic in T with the probabilities' coefficient",
@@ -309,7 +292,7 @@ def matches_stack_without_checkpointing(ex):
         want = measured(tuple(sorted(fields.items())), dtype, batch, seq_len, False)["forward"]
         got = ex.activation_memory(make_config(fields), batch, seq_len, dtype, False)
         label = f"{describe_config(fields)}, {dtype}, batch {batch} x {seq_len}, no checkpointing"
-        expect_int(got, want, label, HINT_STACK, "activation bytes")
+        expect_exact_int(got, want, label, HINT_STACK, "activation bytes")
 
 
 @checks("activation_memory")
@@ -322,7 +305,7 @@ def matches_stack_with_checkpointing(ex):
             f"{describe_config(fields)}, {dtype}, batch {batch} x {seq_len}, checkpointing "
             f"(forward saves {m['forward']:,} B, one recomputed layer {m['recompute']:,} B)"
         )
-        expect_int(got, m["forward"] + m["recompute"], label, HINT_STACK, "peak activation bytes")
+        expect_exact_int(got, m["forward"] + m["recompute"], label, HINT_STACK, "peak activation bytes")
 
 
 @checks("activation_memory")
@@ -337,7 +320,7 @@ def llama3_8b_at_4k(ex):
     layer = tokens * (2 * (4096 * 8 + 4) + 8 * 4096 + 8 * 14336) + 6 * 32 * tokens * tokens
     for checkpointing, want in ((False, 32 * layer), (True, 32 * tokens * 4096 * 2 + layer)):
         got = ex.activation_memory(config, 1, tokens, torch.bfloat16, checkpointing)
-        expect_int(
+        expect_exact_int(
             got,
             want,
             f"Llama-3-8B ({describe_config(fields)}), bf16, 1 x 4096, checkpointing={checkpointing}",
