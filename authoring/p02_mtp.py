@@ -22,8 +22,8 @@ def build() -> LessonBuilder:
         with **sequential MTP modules** that share the main model's embedding and output head, trains with one extra
         depth ($D = 1$) and a loss weight $\lambda = 0.3$ for the first 10T tokens and $0.1$ for the last 4.8T, and
         reuses the module at inference as a built-in draft model: the report gives an acceptance rate of 85-90% for
-        the second token and about 1.8x the tokens per second (section 5.4.3; numbers quoted from memory of the
-        report).
+        the second token and about 1.8x the tokens per second (section 5.4.3; section numbers from memory, the
+        figures checked against quotations of the report).
 
         **You will implement** one MTP module (two RMSNorms, a concatenation, a projection, a transformer block),
         the sequential forward over $D$ depths with the shifted token embeddings, the MTP loss (cross-entropy per
@@ -74,8 +74,13 @@ def build() -> LessonBuilder:
         | logits of depth $k$ | `(B, T-k, V)` |
 
         **Cost.** One block, two norms and a $2d \times d$ projection per depth; the embedding and the head (for
-        V3, $129280 \times 7168 \approx 0.93$B parameters each) are shared, not copied. The report counts 14B
-        parameters for the MTP module on top of the 671B of the main model.
+        V3, $129280 \times 7168 \approx 0.93$B parameters each, vocabulary and width from its `config.json`) are
+        shared, not trained twice. The released checkpoint is 685B parameters: 671B for the main model and 14B for the
+        MTP module (the model card), of which 11.5B are the module's own (`README_WEIGHTS.md` in the DeepSeek-V3
+        repository); the rest, about $2 \times 0.93$B, is the shared embedding and head stored again with the module
+        (figures as recalled and cross-checked against public copies of those files, not measured here). With
+        $d = 7168$ the projection alone is $2d^2 \approx 103$M parameters; most of the 11.5B is the module's
+        mixture-of-experts block.
 
         **The concatenation order.** The report's equation writes the hidden state first, as here. The public
         implementations that load the released weights (vLLM's `deepseek_mtp.py` and the Hugging Face-style MTP
