@@ -10,7 +10,7 @@ from functools import cache
 import torch
 
 from llm_algo.check import Checks, expect, expect_close, expect_exact_int, expect_value_error, reference_only
-from llm_algo.references.hf import config_of, describe_config, transformers_module
+from llm_algo.references.hf import config_of, describe_config, returned_cache, transformers_module
 
 checks = Checks("p01.kv_cache_math")
 checks.restrict(
@@ -31,7 +31,7 @@ def allocated_bytes_per_token(kind: str, fields: tuple, dtype: torch.dtype, batc
         ids = torch.randint(0, config.vocab_size, (batch, seq_len))
         with torch.no_grad():
             output = model(ids, use_cache=True)
-        kv = output["cache"] if "cache" in output else output["past_key_values"]
+        kv = returned_cache(output)
         total = sum(layer.keys.nbytes + layer.values.nbytes for layer in kv.layers)
     assert total % (batch * seq_len) == 0, "the cache is not a whole number of bytes per token"
     return total // (batch * seq_len)

@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 
 from llm_algo.check import Checks, expect, expect_exact_int, reference_only
-from llm_algo.references.hf import config_of, describe_config, transformers_module
+from llm_algo.references.hf import config_of, describe_config, flops_without_rotary_tables, transformers_module
 
 checks = Checks("p01.params_and_flops")
 checks.restrict(
@@ -450,10 +450,7 @@ def counted_flops(kind: str, fields: dict, batch: int, seq_len: int, backward: b
         logits = model(ids).logits  # (B, T, V)
         if backward:
             logits.float().pow(2).mean().backward()
-    # The rotary tables (inv_freq @ positions, hd/2 x T) are a matmul in some transformers releases (5.17) and not in
-    # others (5.24): not part of the model's FLOPs in the lesson's formulas, so left out of the count on every version.
-    rotary = sum(sum(ops.values()) for name, ops in counter.get_flop_counts().items() if name.endswith(".rotary_emb"))
-    return counter.get_total_flops() - rotary, model
+    return flops_without_rotary_tables(counter), model
 
 
 SMALL_LLAMA = dict(

@@ -20,7 +20,7 @@ from llm_algo.check import (
     one_thread,
     reference_only,
 )
-from llm_algo.references.hf import tiny_llama_config
+from llm_algo.references.hf import cache_argument, flops_without_rotary_tables, returned_cache, tiny_llama_config
 from llm_algo.references.llama import causal_lm
 
 checks = Checks("p02.kv_cache")
@@ -538,10 +538,10 @@ def flops_match_the_flop_counter(ex):
             warnings.simplefilter("ignore")
             cache = None
             if past:
-                cache = model(torch.randint(0, 128, (batch, past)), use_cache=True)["cache"]
+                cache = returned_cache(model(torch.randint(0, 128, (batch, past)), use_cache=True))
             with FlopCounterMode(display=False) as counter:
-                model(torch.randint(0, 128, (batch, new)), cache=cache, use_cache=True)
-        want = counter.get_total_flops()
+                model(torch.randint(0, 128, (batch, new)), **cache_argument(model, cache), use_cache=True)
+        want = flops_without_rotary_tables(counter)
         label = f"tiny Llama {overrides or 'default'}, batch {batch}, {past} cached, {new} new"
         got = ex.step_cost(config_dict(model.config), batch, new, past)
         expect(
@@ -563,7 +563,7 @@ def bytes_from_parameters_and_cache(ex):
         model = reference_model(**overrides)
         with reference_only(), torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            cache = model(torch.randint(0, 128, (batch, past + new)), use_cache=True)["cache"]
+            cache = returned_cache(model(torch.randint(0, 128, (batch, past + new)), use_cache=True))
             linear = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
             kv = sum(layer.keys.numel() + layer.values.numel() for layer in cache.layers)
         want = width * (linear + kv)
