@@ -41,10 +41,9 @@ CORE_PRELOAD = (
     "llm_algo.bench",
 )
 # Worth it when several lessons are graded, or the one graded builds Hugging Face models (see `serve`): the
-# reference models (about two seconds) and Dynamo (about one: the first optimizer or non-reentrant checkpoint of a
-# process imports it).
+# reference models, about two seconds. Dynamo (about one: the first optimizer, non-reentrant checkpoint or
+# TorchDispatchMode of a process imports it) follows in idle time, once the first child is on its way.
 EXTRA_PRELOAD = (
-    "torch._dynamo",
     "llm_algo.references.hf",
     "transformers",
     "transformers.models.llama.modeling_llama",
@@ -52,6 +51,7 @@ EXTRA_PRELOAD = (
     "transformers.models.deepseek_v3.modeling_deepseek_v3",
 )
 TRITON_PRELOAD = ("triton", "triton.language")
+IDLE_PRELOAD = ("torch._dynamo",)  # with the extras, but after the first child is on its way: not every lesson needs it
 # The environment a zygote was started with and that its preloads depend on; when one differs, a new zygote.
 READY_SECONDS = 120  # importing torch and the rest on a slow, busy machine; longer means something is wrong
 FINGERPRINT_ENV = ("PYTHONPATH", "LLM_ALGO_FORCE_CPU", "CUDA_VISIBLE_DEVICES", "MPLBACKEND")
@@ -160,7 +160,7 @@ def serve(extra: bool) -> int:
         for name in EXTRA_PRELOAD:
             _import(name)
     reply({"ready": True, "policy_decided": decided})
-    extras: list[str] = []
+    extras: list[str] = list(IDLE_PRELOAD) if extra and decided else []
     children: dict[int, str] = {}  # pid -> exit file
     buffer, stdin = b"", sys.stdin.fileno()
     while True:
@@ -176,7 +176,7 @@ def serve(extra: bool) -> int:
                 line, buffer = buffer.split(b"\n", 1)
                 request = json.loads(line)
                 if request.get("preload"):  # several lessons are coming after all
-                    extras = list(EXTRA_PRELOAD) if decided and not extra else []
+                    extras = list(EXTRA_PRELOAD + IDLE_PRELOAD) if decided and not extra else []
                     extra = True
                     continue
                 sys.stdout.flush()
