@@ -33,6 +33,17 @@ def hooks_left(model):
     return [name or "(root)" for name, module in model.named_modules() if module._forward_hooks]
 
 
+def expect_no_hooks_left(model) -> None:
+    expect(
+        not hooks_left(model),
+        "hooks left on the model",
+        input="after the call",
+        expected="no forward hooks",
+        got=str(hooks_left(model)),
+        hint="remove every handle (handle.remove()) in a finally block",
+    )
+
+
 def expect_name(got, expected, label, hint):
     expect(got == expected, "wrong module", input=label, expected=repr(expected), got=repr(got), hint=hint)
 
@@ -67,14 +78,7 @@ def hand_made_modules(ex):
         "Sequential(Linear, Tanh, Linear), all finite",
         "return None when no output is non-finite",
     )
-    expect(
-        not hooks_left(model),
-        "hooks left on the model",
-        input="after the call",
-        expected="no forward hooks",
-        got=str(hooks_left(model)),
-        hint="remove every handle (handle.remove()) in a finally block",
-    )
+    expect_no_hooks_left(model)
 
 
 @checks("first_nonfinite_module")
@@ -90,14 +94,7 @@ def poisoned_llama_weight(ex):
         expect_name(
             ex.first_nonfinite_module(model, ids), poisoned, f"tiny Llama, NaN in {poisoned}.weight", HINT_ORDER
         )
-        expect(
-            not hooks_left(model),
-            "hooks left on the model",
-            input="after the call",
-            expected="no forward hooks",
-            got=str(hooks_left(model)),
-            hint="remove every handle (handle.remove()) in a finally block",
-        )
+        expect_no_hooks_left(model)
 
 
 @checks("first_nonfinite_module")
