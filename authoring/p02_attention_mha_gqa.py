@@ -32,6 +32,16 @@ def build() -> LessonBuilder:
     """,
     )
     lesson.md(r"""
+        ## 本节要点
+
+        - **问题**：KV cache 每 token 大小为 $2 \cdot L \cdot H_{kv} \cdot D$ 个元素；Llama-2-70B 用 GQA（$H_{kv}=8$ 而非 64）把每 token 的 KV cache 从 2.5 MiB 降到 320 KiB。
+        - **形状**：$Q$ 为 `(B, H, S_q, D)`，$K, V$ 为 `(B, H_kv, S_k, D)`；`repeat_kv` 把每个 KV 头连续复制 $H/H_{kv}$ 次，query 头 $h$ 使用 KV 头 $\lfloor h/(H/H_{kv})\rfloor$（`repeat_interleave` 顺序，不是 `.repeat` 的平铺）。MHA 与 MQA 是 $H_{kv}=H$ 和 $H_{kv}=1$ 的特例。
+        - **公式**：$\operatorname{softmax}(QK^\top/\sqrt D + \text{mask})V$；scores 和 softmax 在 float32 中计算。
+        - **mask**：$S_q \ne S_k$ 时 causal mask 是右下对齐的：query $i$ 能看到 key $j \le i + S_k - S_q$；padding mask 作用在 key 轴上；没有可见 key 的行输出 0，而不是 NaN。
+        - **KV cache**：每步把新 K/V 沿序列轴拼接到缓存后返回全部 K/V；长度按位置数计，逐 token 解码与整段重算结果一致。
+        - **易错点**：KV 头平铺、用 SDPA 的左上三角 causal mask、mask 少了对角线、缩放用 $1/D$、padding mask 放在 query 轴、全 mask 行变 NaN、用 `finfo.min` 代替 `-inf`、cache 只返回新 token 或被覆盖。
+    """)
+    lesson.md(r"""
         ## 1. The problem: attention reads the whole past at every step
 
         A decoder generates one token at a time. To produce token $t$, every layer compares the new token's

@@ -33,6 +33,16 @@ def build() -> LessonBuilder:
     """,
     )
     lesson.md(r"""
+        ## 本节要点
+
+        - **问题**：模型只看到整数 token；只用 UTF-8 字节作 256 个基础 token 的字节级 BPE（GPT-2、Llama 3、Qwen、DeepSeek）能表示任意字符串，不再需要 `<unk>`。
+        - **预分词（pre-tokenizer）**：GPT-2 正则先把文本切成块（缩写 `'s`、字母、数字、符号、空白），merge 永远不跨块边界。
+        - **训练**：统计所有块内相邻 pair 的出现次数（按块出现频率加权），反复合并最频繁的 pair；平局取最小的 pair $(a, b)$（按 pair 比较，不是按拼接后的字节）。
+        - **编码**：每块内按 merge 的学习顺序（rank 最小者先）合并；special token 先从文本中切出、永不拆分，多个匹配时最长者优先。
+        - **解码**：先把所有 token 的字节拼接起来再整体做 UTF-8 解码，因为一个汉字或 emoji 可能跨多个 token。
+        - **易错点**：`\w+` 让数字和下划线粘到单词上、漏掉 `\s+(?!\S)`、合并后只前进一步（$(a,a,a)$ 变成 $(aa,aa)$）、平局规则错、忽略块频率、训练时不在 special token 处切开、逐 token 解码。
+    """)
+    lesson.md(r"""
         ## 1. Why bytes, and why merges
 
         Three designs have been tried.

@@ -32,6 +32,16 @@ def build() -> LessonBuilder:
     """,
     )
     lesson.md(r"""
+        ## 本节要点
+
+        - **问题**：Llama 就是同一个 decoder block 重复堆叠（Llama-2-7B 32 层、Llama-3-70B 80 层）；本节用前几节自己写的 RMSNorm、RoPE、SwiGLU 和 attention 拼出与 Hugging Face `LlamaDecoderLayer` 逐数相同的 block。
+        - **Attention 层**：`q_proj`/`k_proj`/`v_proj` 输出 `(B, T, H·D)`，先 `view(B, T, H, D)` 再 `transpose` 成 `(B, H, T, D)`；对 Q 和 K 按 `position_ids` 施加 RoPE，GQA attention（causal + padding mask，KV cache），转置回 `(B, T, H·D)` 后经 `o_proj`。
+        - **Pre-norm block**：$h = x + \operatorname{Attn}(\operatorname{RMSNorm}_1(x))$，$y = h + \operatorname{MLP}(\operatorname{RMSNorm}_2(h))$；两个 norm 分别是 `input_layernorm` 和 `post_attention_layernorm`。
+        - **参数名**：与 checkpoint 完全一致，才能加载 Hugging Face 权重。
+        - **KV cache**：block 把 cache 传给 attention 层，逐 token 解码应与整段重算一致。
+        - **易错点**：拆分或合并头时不转置（形状对但数值错）、只旋转 query、位置用 `arange` 而非 `position_ids`、忘记 causal 或 padding mask、post-norm、残差加到归一化后的输入上、两次用同一个 norm、MLP 读取 $x$ 而不是 $h$、cache 未传入。
+    """)
+    lesson.md(r"""
         ## 1. The block, and why the norm comes first
 
         The original Transformer normalised *after* each residual addition (post-norm):

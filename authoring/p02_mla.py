@@ -34,6 +34,16 @@ def build() -> LessonBuilder:
     """,
     )
     lesson.md(r"""
+        ## 本节要点
+
+        - **问题**：DeepSeek-V3 若用普通 MHA，KV cache 每 token 约 250 万个元素；MLA 每层只缓存一个低秩 latent $c_{kv}$（$d_c = 512$）加一个共享的 RoPE key（64 维），共 576 个，少 71 倍。
+        - **缓存公式**：MHA/GQA 每 token $2 L H_{kv} D$ 个元素，MLA 为 $L(d_c + d_\text{rope})$，latent 同时代替 K 和 V，只算一次。
+        - **前向**：query 经低秩压缩后每个头分成 `[q_nope | q_rope]`；$c_{kv}$ 先过 `kv_a_layernorm`，再经 `kv_b_proj` 为每个头得到 `[k_nope | v]`；RoPE key 按 `position_ids` 旋转后再缓存，所有头共享。
+        - **吸收（absorbed）形式**：$q^\top k = (W_{uk}^\top q_\text{nope})^\top c_{kv} + q_\text{rope}^\top k_\text{rope}$，把 $W_{uk}$ 并入 query、$W_{uv}$ 并入输出，attention 直接在缓存的 latent 上计算，解码时无需逐步上投影。
+        - **缩放**：吸收后 softmax scale 仍为 $1/\sqrt{d_\text{nope} + d_\text{rope}}$（原始 query/key 头维度），不是 latent 维度。
+        - **易错点**：cache 大小把 latent 算两次或漏掉 RoPE key、忘记 latent norm、RoPE 部分取在头的前端、key 的位置从 0 开始、k 与 v 切分顺序颠倒、缓存未旋转的 RoPE key、$W_{uk}$/$W_{uv}$ 互换、把 key 当 value。
+    """)
+    lesson.md(r"""
         ## 1. The problem: the KV cache is the decoding bottleneck
 
         The previous lesson derived the KV cache size per token and layer: $2 H_{kv} D$ elements for keys and values

@@ -33,6 +33,16 @@ def build() -> LessonBuilder:
     """
     )
     lesson.md(r"""
+        ## 本节要点
+
+        - **问题**：MoE 层有 $E$ 个 expert FFN，router 为每个 token 选 $k$ 个（Mixtral 8x7B 存 46.7B 参数、每 token 只算 12.9B）；难点在路由、容量和 dispatch/combine 的记账。
+        - **路由**：logits `(T, E)`，对每个 token 的 expert 维做 softmax（或 sigmoid），在 float32 中计算，取 top-$k$；`normalize=True` 时把 $k$ 个 gate 除以它们自己的和。
+        - **容量**：$C = \lceil c \cdot T \cdot k / E \rceil$（向上取整，且包含 $k$）；`capacity_factor=None` 为 dropless，$C$ 取最忙 expert 的负载。
+        - **槽位分配**：按选择的名次优先（所有 token 的第 1 选择先于任何第 2 选择），同名次内按 token 顺序；槽位从 0 开始，位置 $\ge C$ 的选择被丢弃（slot $=-1$）。
+        - **Dispatch / combine**：把保留的选择放入 `(E, C, d)` 缓冲，各 expert 批量计算，输出乘以 gate 后加回对应 token；gate 不能 detach，router 要得到梯度。
+        - **易错点**：softmax 沿 token 维、sigmoid 分数除以全部 $E$ 的和、按 token 优先分配槽位、槽位从 1 开始、保留 $C+1$ 个、容量向下取整或漏掉 $k$、被丢弃的选择也被 dispatch、combine 不乘 gate。
+    """)
+    lesson.md(r"""
         ## 1. The problem: many experts, a few per token
 
         A dense Llama FFN with hidden size $H$ and inner size $F$ costs $3 \cdot 2HF$ FLOPs per token

@@ -27,6 +27,16 @@ def build() -> LessonBuilder:
     """
     )
     lesson.md(r"""
+        ## 本节要点
+
+        - **问题**：每个 Llama/Qwen/DeepSeek 层做两次 RMSNorm（attention 前、MLP 前），输出头前再做一次；Llama-3-8B 每个 token 要做 65 次。
+        - **公式**：对 $x \in \mathbb{R}^{d}$（形状 `(..., d)` 的最后一维），$y = \dfrac{x}{\sqrt{\tfrac1d\sum_i x_i^2 + \epsilon}} \odot g$，$g \in \mathbb{R}^{d}$；与 LayerNorm 相比不减均值、无 bias。
+        - **精度**：fp16/bf16 输入先 upcast 到 float32（float64 保持不变）再平方求均值，最后 cast 回输入 dtype；否则 fp16 中 $|x| > 256$ 时平方溢出为 `inf`。
+        - **模块**：gain 是 `nn.Parameter`，初始化为全 1，参数名 `weight` 与 Hugging Face checkpoint 一致，forward 使用本层的 `eps`。
+        - **反向**：令 $r = 1/\mathrm{rms}$、$\hat x = r x$、$u = g \odot \partial L/\partial y$，则 $\partial L/\partial x = r\,(u - \hat x\,\tfrac{1}{d}\langle u, \hat x\rangle)$；$\partial L/\partial g$ 是 $\partial L/\partial y \odot \hat x$ 对所有前导维求和（不是平均）。
+        - **易错点**：不 upcast、用方差代替均方、$\epsilon$ 放到根号外、对所有元素归约、返回 float32、`x.float()` 把 float64 降为 float32、反向漏掉投影项。
+    """)
+    lesson.md(r"""
         ## 1. Why normalise, and why not LayerNorm?
 
         A residual stream adds every block's output to its input, so activations drift in scale with depth.

@@ -33,6 +33,16 @@ def build() -> LessonBuilder:
     """
     )
     lesson.md(r"""
+        ## 本节要点
+
+        - **问题**：attention 分数是点积，本身不含位置信息；RoPE 在计算分数前把 query 和 key 按位置 $m$ 旋转，使 $q_m^\top k_n$ 只依赖相对位置 $m-n$。
+        - **公式**：$\theta_i = \text{base}^{-2i/D}$，$i = 0,\dots,D/2-1$；每对坐标旋转角度 $m\theta_i$。cos/sin 表形状 `(T, D)`，布局为 `[angles, angles]`，角度在 float32（或 float64）中计算。
+        - **两种约定**：Hugging Face / GPT-NeoX 的 rotate-half 把 $(i, i+D/2)$ 配对，$x\cos + \operatorname{rotate\_half}(x)\sin$，其中 $\operatorname{rotate\_half}(x) = [-x_2, x_1]$；Meta Llama / GPT-J 的 interleaved 把 $(2i, 2i+1)$ 配对（等价于复数乘以 $e^{\mathrm{i}m\theta}$）。两者混用不会报错，只会得到错误结果。
+        - **position ids**：按显式的 `position_ids` 取表行，KV cache 解码和 left padding 都依赖它。
+        - **精度**：bf16/fp16 中计算 $m\theta$ 会丢失大位置的精度；结果要 cast 回 $x$ 的 dtype。
+        - **易错点**：指数写成 $-i/D$、表按 interleaved 重复、rotate_half 漏负号、cos 与 sin 互换、忽略 `position_ids`、interleaved 结果没有交错放回、用共轭（反向）旋转。
+    """)
+    lesson.md(r"""
         ## 1. Where position information has to come from
 
         A causal attention layer computes $s_{mn} = q_m^\top k_n / \sqrt{D}$ for a query at position $m$ and a key at

@@ -29,6 +29,16 @@ def build() -> LessonBuilder:
     """,
     )
     lesson.md(r"""
+        ## 本节要点
+
+        - **问题**：Llama 约三分之二的参数在 FFN 中（Llama-2-7B 每层 attention 约 67M，FFN 约 135M），所有主流开源模型都用 SwiGLU。
+        - **公式**：$\operatorname{SwiGLU}(x) = W_\text{down}\big(\operatorname{silu}(W_\text{gate}x) \odot W_\text{up}x\big)$，$\operatorname{silu}(z) = z\cdot\operatorname{sigmoid}(z)$；激活只作用在 gate 分支上。
+        - **形状**：$W_\text{gate}, W_\text{up} \in \mathbb{R}^{h\times d}$，$W_\text{down} \in \mathbb{R}^{d\times h}$，三个矩阵，无 bias。
+        - **hidden size 规则**：令 $3dh = 8d^2$ 得 $h = \tfrac23\cdot 4d$，再乘 `ffn_dim_multiplier`，最后**向上**取整到 `multiple_of` 的倍数；Llama-2-7B 得 11008，Llama-3-8B 得 14336。
+        - **模块**：参数名 `gate_proj`、`up_proj`、`down_proj`，`bias=False`，才能直接加载 Hugging Face checkpoint。
+        - **易错点**：silu 用在 up 分支、用 GELU 或 sigmoid 代替 SiLU、漏掉 up 分支、向下取整、已是倍数时多加一个倍数、先取整再乘 multiplier、gate 与 up 互换、`nn.Linear` 默认带 bias。
+    """)
+    lesson.md(r"""
         ## 1. From a plain MLP to a gated one
 
         The original Transformer's FFN is two matrices with a non-linearity between them, applied to each token on

@@ -37,6 +37,16 @@ def build() -> LessonBuilder:
     """,
     )
     lesson.md(r"""
+        ## 本节要点
+
+        - **问题**：把 embedding、decoder block、最终 RMSNorm 和输出头拼成完整的语言模型，与 Hugging Face `LlamaForCausalLM` 逐数一致，并用 KV cache 做 greedy 解码。
+        - **前向**：token ids `(B, T)` → embedding `(B, T, d)`（不乘 $\sqrt d$，那是 Gemma 的约定）→ $L$ 个 block（每层一个自己的 cache）→ `norm` → `lm_head` 得 logits `(B, T, V)`；tied head 与 embedding 共享同一个 `Parameter`，不是拷贝。
+        - **position ids**：取 `attention_mask.cumsum(-1) - 1`（left padding 时真实 token 从 0 开始）；解码时取最后 $T$ 列，而不是每次从 0 重新开始。
+        - **Meta checkpoint 转换**：Meta 的 $W_q$、$W_k$ 按 interleaved RoPE 存储，要对每个头的行做 permutation 转成 rotate-half 布局；$W_k$ 按 $n_{kv}$ 个头置换；`w1`→`gate_proj`，`w3`→`up_proj`，`w2`→`down_proj`。
+        - **Greedy 生成**：先带 mask prefill 整个 prompt，之后每步只输入一个新 token，取最后一列的 logits 做 argmax，每步都传入扩展后的 mask。
+        - **易错点**：漏掉最终 norm、tied head 用拷贝、所有层共用一个 cache、padding mask 未传入、不做或做反 q/k permutation、`w1`/`w3` 互换、每步全序列重算、取第一列 logits、解码步不带 mask。
+    """)
+    lesson.md(r"""
         ## 1. The whole model, with shapes
 
         For token ids `input_ids: (B, T)` (int64), vocabulary $V$, width $d$ and $L$ layers:
