@@ -31,6 +31,17 @@ def build() -> LessonBuilder:
     """
     )
     lesson.md(r"""
+        ## 本节要点
+
+        - **问题**：几乎所有 LLM 都用 AdamW 训练；两个 float32 动量使 8B 模型多占 64 GB，偏差修正、weight decay 的写法错了会悄悄改变训练。
+        - **更新公式**：$m_t = \beta_1 m + (1-\beta_1) g$，$v_t = \beta_2 v + (1-\beta_2) g^2$；$\theta \leftarrow \theta(1 - \eta\lambda)$，再 $\theta \leftarrow \theta - \eta\,\dfrac{m_t/(1-\beta_1^t)}{\sqrt{v_t}/\sqrt{1-\beta_2^t} + \epsilon}$。
+        - **eps 的位置**：与 PyTorch 一致，在除以 $\sqrt{1-\beta_2^t}$ 之后、根号之外加 $\epsilon$。
+        - **解耦的 weight decay**：直接缩放旧参数 $(1-\eta\lambda)$，在 Adam 更新之前；不是把 $\lambda\theta$ 加进梯度（那是 Adam + L2）。AMSGrad 对原始 $v$ 取最大值，并用它做分母。
+        - **Optimizer 子类**：按 param group 读取 `lr`、`weight_decay`；state 布局与 PyTorch 相同（`step` 为 float32 标量 tensor），能从 `torch.optim.AdamW` 的 checkpoint 恢复；没有梯度的参数跳过。
+        - **Weight decay 分组**：维度 $\ge 2$ 的权重（linear、embedding）做 decay；bias、LayerNorm/RMSNorm gain 等一维参数不 decay；冻结参数不放进组。
+        - **易错点**：忘记偏差修正（前几步步长最多大 6.5 倍）、eps 放在根号里、decay 不乘 lr 或在更新后 decay、偏差修正漏了平方根、AMSGrad 最大值没用上、从 `self.defaults` 读超参、只按名字 `bias` 排除。
+    """)
+    lesson.md(r"""
         ## 1. From SGD to Adam: a step size per coordinate
 
         Stochastic gradient descent moves every parameter by $\eta\, g$. In a transformer the gradients of different

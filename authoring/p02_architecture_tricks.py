@@ -32,6 +32,17 @@ def build() -> LessonBuilder:
     """,
     )
     lesson.md(r"""
+        ## 本节要点
+
+        - **问题**：新模型相对 Llama 只差几处小改动（训练稳定性、长上下文成本、吞吐、参数量）；移植时写错的变体照样能跑、能出文本，只是更差。
+        - **QK-norm（Qwen3）**：投影 `(B, T, H·D)` 先 view 成 `(B, T, H, D)` 再转置，按每个 head 的 $D$ 维做 RMSNorm，q 和 k 各用自己的 gain；不是对整个 $H\cdot D$ 投影归一化（OLMo-2 的做法）。
+        - **Sliding-window mask**：右下对齐，query $i$ 的位置是 $\text{kv\_len}-\text{q\_len}+i$；允许条件 $0 \le \text{pos}_q - j < W$，恰好看到 $W$ 个 key，且必须保持 causal。
+        - **Parallel block（GPT-J、PaLM）**：$y = x + \operatorname{Attn}(h) + \operatorname{MLP}(h)$，$h=\operatorname{norm}(x)$，attention 和 MLP 读同一个归一化输入。
+        - **Tied embeddings**：`lm_head.weight` 与 embedding 是同一个 Parameter（不是复制）；Gemma 的 $\sqrt{d}$ 缩放只乘在输入 embedding 上，不乘 logits。
+        - **Soft-capping（Gemma-2）**：$\operatorname{cap}\cdot\tanh(x/\operatorname{cap})$；attention 中先乘 scale（默认 $1/\sqrt D$），再 cap，最后加 mask。
+        - **易错点**：heads 与时间步 view 错位、k 用了 q 的 gain、top-left 对齐、窗口差一（$\le W$）、MLP 读未归一化的 $x$ 或漏掉残差、hard clamp 代替 tanh、mask 在 cap 之前（被 mask 的 key 变成 $-\text{cap}$ 而得到权重）。
+    """)
+    lesson.md(r"""
         ## 1. Five tricks and where they live
 
         | trick | problem it solves | used by (from the models' papers and HF code) |

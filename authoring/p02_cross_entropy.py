@@ -31,6 +31,16 @@ def build() -> LessonBuilder:
     """
     )
     lesson.md(r"""
+        ## 本节要点
+
+        - **问题**：Llama-3 一个 batch 的 logits 是 `(8192, 128256)`，bf16 下 2 GiB；朴素的 softmax→log→取目标会溢出、概率下溢成 0 时得到 `inf`，还会把 padding 当成文本。
+        - **稳定 logsumexp**：$\operatorname{lse}(x) = m + \log\sum_j e^{x_j - m}$，$m=\max_j x_j$；整行都是 $-\infty$ 时把 $m$ 换成 0，避免 nan。
+        - **损失**：$\text{nll}_t = \operatorname{lse}(x_t) - x_{t,y_t}$；label smoothing 为 $(1-\varepsilon)\,\text{nll} + \varepsilon\,(\operatorname{lse} - \overline{x})$（$\varepsilon$ 分给全部 $V$ 个类）；PaLM z-loss 加 $w\cdot\operatorname{lse}^2$。
+        - **ignore_index**：被忽略的 token 损失置零，按有效 token 数求平均，不是按全部 token；在 float32 中计算（logits 是 bf16 也要上转）。
+        - **梯度**：$\partial L/\partial x = (\operatorname{softmax}(x) - q)/N_\text{valid}$，$q$ 为（平滑后的）目标分布；z-loss 贡献 $2w\cdot\operatorname{lse}\cdot\operatorname{softmax}(x)$；被忽略的行梯度为 0。
+        - **易错点**：不减最大值或减了忘记加回、$-\log\operatorname{softmax}$、对所有 token 求平均、平滑分给 $V-1$ 类、z-loss 不平方或梯度漏掉因子 2、bf16 下计算损失、直接调用 `torch.logsumexp` / `F.cross_entropy`。
+    """)
+    lesson.md(r"""
         ## 1. The problem: one loss per token, over a huge vocabulary
 
         For one token with logits $x \in \mathbb{R}^{V}$ (the output head's row for that position) and target class

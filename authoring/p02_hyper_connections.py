@@ -34,6 +34,17 @@ def build() -> LessonBuilder:
     """,
     )
     lesson.md(r"""
+        ## 本节要点
+
+        - **问题**：残差流 $h_{l+1} = h_l + f_l(\operatorname{norm}(h_l))$ 中 norm 的位置决定可训练深度：post-norm 深了难训，pre-norm 能训很深但残差流随深度增长、后面的层贡献越来越小。
+        - **Post-norm / DeepNorm**：$h \leftarrow \operatorname{norm}(\alpha h + f(h))$；pre-norm：$h \leftarrow \alpha h + f(\operatorname{norm}(h))$，$\alpha$ 乘在残差上，不乘在 block 输出上。
+        - **Hyper-connections**：残差流扩成 $H \in \mathbb{R}^{n\times d}$；block 输入 $h_\text{in} = A_m^\top H$，输出 $H' = A_r^\top H + B^\top f(h_\text{in})$（$A_m\in\mathbb{R}^n$，$A_r\in\mathbb{R}^{n\times n}$，$B\in\mathbb{R}^n$），FLOPs 开销可忽略。
+        - **初始化**：$A_m$ 为 one-hot（block 只读一条流），$A_r = I$，$B$ 全 1；此时整个 stack 等于 $n$ 倍的普通 pre-norm 残差堆叠。输入 $x$ 复制到 $n$ 条流，结尾对流求和。
+        - **动态版本**：由 $\bar H = \operatorname{norm}(H)$ 计算输入相关的修正，$A$ 部分乘 $s_\alpha$、$B$ 部分乘 $s_\beta$（经 `tanh`）。
+        - **mHC 与 Sinkhorn**：把混合矩阵投影到双随机矩阵，在 log 域交替做行、列的 `logsumexp` 归一化，数值稳定。
+        - **易错点**：post-norm 写成 $\operatorname{norm}(h)+f(h)$、$\alpha$ 乘错位置、$A_r H$ 少了转置、block 读流的简单和或对每条流分别运行、初始化错误、动态权重没用 norm、结尾求平均而非求和、Sinkhorn 只归一化行或先 exp 再除（溢出）。
+    """)
+    lesson.md(r"""
         ## 1. Pre-norm, post-norm, and residual scaling
 
         A stack of $L$ blocks $f_0, \dots, f_{L-1}$ (attention, MLP: each maps `(..., d) -> (..., d)`) with norms

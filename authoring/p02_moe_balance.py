@@ -31,6 +31,16 @@ def build() -> LessonBuilder:
     """,
     )
     lesson.md(r"""
+        ## 本节要点
+
+        - **问题**：router 的正反馈导致路由坍塌（routing collapse）：少数 expert 拿到大部分 token，有 capacity 时丢 token，expert parallelism 下最忙的 GPU 拖慢所有 GPU。
+        - **Switch 负载均衡损失**：$\mathcal{L}_\text{aux} = N\sum_i f_i P_i$，$f_i$ = 分给 expert $i$ 的 token 比例（计数除以 $T\cdot k$），$P_i$ = 完整 softmax 概率在（非 padding）token 上的平均；完全均衡时为 1。
+        - **Router z-loss（ST-MoE）**：$\frac{1}{T}\sum_t \big(\operatorname{logsumexp}(l_t)\big)^2$，压住 logits 的幅度；用稳定的 `logsumexp`，先平方再平均。
+        - **无辅助损失均衡（DeepSeek-V3）**：用 $\text{score}+b$ 做 top-k 选择，但 gate 用原始 sigmoid score 并归一化；bias 只改选择、不改输出。每步 $b_i \leftarrow b_i + \gamma\,\operatorname{sign}(\bar{c} - c_i)$，平均负载 $\bar c = Tk/N$。
+        - **Shared experts**：每个 token 都经过的 shared experts 输出直接相加（不是平均），再加上 routed experts 的加权和；gate 不能 detach，否则 router 没有梯度。
+        - **易错点**：$f$ 只除以 $T$（Hugging Face 的归一化，均衡时得 $k$）、忘记因子 $N$、$P$ 只取被选中的概率或包含 padding、z-loss 写成平均的平方或求和、bias 加到 logits 或 gate 上、bias 更新符号反了或按比例更新、只统计第一选择。
+    """)
+    lesson.md(r"""
         ## 1. Four ways to keep experts busy
 
         | mechanism | introduced by | what it changes | used by |

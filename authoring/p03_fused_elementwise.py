@@ -33,6 +33,16 @@ def build() -> LessonBuilder:
         """,
     )
     lesson.md(r"""
+        ## 本节要点
+
+        - **问题**：Llama FFN 中 `silu(gate) * up` 在 eager PyTorch 里是两个 kernel，每个都在 HBM 读写整个 tensor；Llama-3-8B 在 8192 token 时每多一次往返就是 235 MB。算子融合（fusion）不加速 FLOPs，只减少字节。
+        - **字节数即代价**：$N$ 个元素、每个 $b$ 字节：SwiGLU 前向 eager $5Nb$，融合后 $3Nb$；bias + GeLU eager $4Nb + n_\text{cols}b$，融合后 $2Nb + n_\text{cols}b$；反向 eager 三个 kernel 共 $9Nb$，融合后 $5Nb$。
+        - **SwiGLU 反向**：$\partial L/\partial u = \delta\cdot\operatorname{silu}(g)$，$\partial L/\partial g = \delta\cdot u\cdot\sigma(g)\big(1 + g(1-\sigma(g))\big)$；一个 kernel 同时写 `d_gate` 和 `d_up`，重算 $\sigma(g)$ 而不保存 `s`。
+        - **实现要点**：每个 program 处理一行的一个 block，行地址用 `row * row_stride`（gate/up 可能是 `gate_up` 投影的两半，不连续）；用 `torch.autograd.Function` 包装，`backward` 按 `(d_gate, d_up)` 顺序返回。
+        - **GeLU**：exact 版 $0.5x(1+\operatorname{erf}(x/\sqrt2))$；tanh 版 $0.5x\big(1+\tanh(\sqrt{2/\pi}(x+0.044715x^3))\big)$；bias 按列索引。
+        - **易错点**：漏算中间结果的写回、把 silu 写成 sigmoid 或对 up 做 silu、silu 导数丢掉 $g(1-\sigma)$ 项、`d_up` 忘了激活、梯度顺序颠倒、load/store 不加 mask、erf 忘除 $\sqrt2$、用 $(e^{2u}-1)/(e^{2u}+1)$ 算 tanh（溢出得 nan）、忽略 `approximate`。
+    """)
+    lesson.md(r"""
         ## 1. Counting bytes
 
         An elementwise kernel does a few FLOPs per 2-byte element, while an H200's CUDA cores offer about 67 TFLOP/s of

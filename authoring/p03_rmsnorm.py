@@ -32,6 +32,16 @@ def build() -> LessonBuilder:
         """,
     )
     lesson.md(r"""
+        ## 本节要点
+
+        - **问题**：32 层 Llama 每次前向有 65 个 RMSNorm，都是 memory-bound；反向更慢，因为 weight 的梯度是对所有行的求和，一行一个 program 的 kernel 单独做不了。
+        - **前向**：$r_i = 1/\sqrt{\frac{1}{d}\sum_j x_{ij}^2 + \epsilon}$，$y_{ij} = g_j\,x_{ij}\,r_i$；eps 在根号内，均值除以 $d$（`n_cols`），不是 `BLOCK_SIZE`；为反向保存 float32 的 $r$（`rstd`，不是 rms）。
+        - **反向公式**：$\hat x = x r$，$u = \bar y \odot g$，$c_i = \frac{1}{d}\sum_j u_{ij}\hat x_{ij}$，$\partial L/\partial x_{ij} = r_i(u_{ij} - \hat x_{ij}c_i)$；$\partial L/\partial g_j = \sum_i \bar y_{ij}\hat x_{ij}$。
+        - **dweight 的两级归约**：$P$ 个 program 各处理约 $\lceil n/P\rceil$ 行（循环要截断在最后一行），把部分和写进 float32 缓冲区自己的那一行，再在 host 上 `sum(dim=0)`，顺序固定、无 atomic。
+        - **autograd 封装**：`torch.autograd.Function` 的 `backward` 返回 `(dx, dweight, None)`，与 forward 的三个输入对应；用 `reshape` 展平，传入 kernel 前把梯度变成行连续。
+        - **易错点**：eps 放在根号外、除以 `BLOCK_SIZE`、保存 rms、dx 漏掉投影项（把 rstd 当常数）、dweight 用 $u\hat x$、所有 program 写第 0 行（竞争）、行循环不截断、用 `view`、梯度顺序颠倒、load 不加 mask、调用 `F.rms_norm`。
+    """)
+    lesson.md(r"""
         ## 1. The math, with shapes (recap of `p02.rmsnorm`)
 
         For rows $x \in \mathbb{R}^{n \times d}$ (all leading dimensions flattened: $n$ = batch × sequence), weight

@@ -30,6 +30,16 @@ def build() -> LessonBuilder:
         """,
     )
     lesson.md(r"""
+        ## 本节要点
+
+        - **问题**：softmax 用于 attention 权重和 128k 词表上的 next-token 分布；eager PyTorch 要三遍内存（max、指数和、除法），融合 kernel 只读一次、写一次。
+        - **稳定 softmax**：$\operatorname{softmax}(x)_j = e^{x_j - m}/\sum_k e^{x_k - m}$，$m = \max_k x_k$；一个 program 处理一行，padding lane 用 `other=-inf` 加载，使 $e^{-\infty} = 0$。
+        - **Online softmax**：分块维护 running max $m$ 和 running sum $d$：$m' = \max(m, \max x_\text{blk})$，$d' = d\,e^{m - m'} + \sum e^{x_\text{blk} - m'}$；全是 $-\infty$ 时用 0 代替 max，避免 nan。这也是 FlashAttention 的核心思想。
+        - **长行两遍 kernel**：第一遍按 lane 更新 $(m, d)$，最后把各 lane 的 sum 缩放到整行的 max 再求和；第二遍重新加载并写出 $e^{x - m}/d$，任意行长都可处理。
+        - **实现要点**：行号先转 `int64` 再乘 stride（可能超过 $2^{31}$），行地址用 `row_stride` 而不是 `n_cols`；行能放进一个 block 时优先用单遍 kernel。
+        - **易错点**：不减 max（inf/inf = nan）、padding 填 0（每个 lane 多加 $e^{-m}$）、不 rescale 旧的 sum 或 rescale 方向反了、合并 lane 时不对齐到整行 max、load/store 不加 mask、调用 `torch.softmax`。
+    """)
+    lesson.md(r"""
         ## 1. What it costs, and the stable formula
 
         For a row $x \in \mathbb{R}^{N}$:

@@ -30,6 +30,16 @@ def build() -> LessonBuilder:
     """
     )
     lesson.md(r"""
+        ## 本节要点
+
+        - **问题**：RMSNorm、RoPE、SwiGLU、residual add 等逐元素 kernel 每字节的计算极少（H200：约 4.8 TB/s HBM 对 ~990 TFLOP/s bf16），一定是 memory-bound；唯一的问题是能否跑到内存 roofline。
+        - **Triton 编程模型**：一个 grid 启动多个 program，每个 program 处理一个 block：`pid = tl.program_id(0)`，`offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)`。
+        - **Grid 与 mask**：program 数为 $\lceil n / \text{BLOCK\_SIZE}\rceil$（`triton.cdiv`），最后一个 block 用 `mask = offsets < n` 保护 `tl.load` 和 `tl.store`。
+        - **2-D add**：二维 grid，每个 program 处理一个 tile；地址 = `row * stride_0 + col * stride_1`，每个 tensor 用自己的 stride（支持转置、非连续），mask 同时检查行和列。
+        - **测试方式**：大小不是 block 的整数倍，输出后面放 guard 字节，缺 mask 的写越界会被发现；CPU 上用 Triton interpreter（`TRITON_INTERPRET=1`）运行。
+        - **易错点**：store 或 load 不加 mask、grid 用 $n // \text{BLOCK\_SIZE}$ 漏掉尾部、offsets 忘了加 `program_id`、不检查形状、stride 顺序颠倒、假设 y 是行主序连续的、只 mask 行不 mask 列、用 `torch.add` 代替 kernel。
+    """)
+    lesson.md(r"""
         ## 1. The programming model
 
         A CUDA kernel is written for one *thread*. A Triton kernel is written for one **program** (程序实例): a
