@@ -33,6 +33,15 @@ def build() -> LessonBuilder:
         """,
     )
     lesson.md(r"""
+        ## 本节要点
+
+        - **问题**：GEMM 的最佳 `BLOCK_M`、`BLOCK_N`、`num_warps`、`num_stages` 取决于形状、dtype 和芯片（H200 上同一 GEMM 一组配置 697 TFLOP/s，另一组 248）；唯一可靠的方法是实测，因此要关心测哪些候选、以及计时是否可信。
+        - **剪枝（`prune_configs_by`）**：shared memory 需求 $\text{smem} = s\,(B_M B_K + B_K B_N)\,b$ 字节（$s$ = `num_stages`，$b$ = 元素字节数，按实际 dtype 取），超过 227 KiB 的丢弃；只保留 `BLOCK_M <= max(16, next_power_of_2(M))`（N 同理）的配置；若全部被剪掉，返回 smem 最小的那个（空列表会让 autotuner 报错）。
+        - **计时**：先 warm-up（排除编译）、每次前清空 L2 cache（flush 不计入时间）、kernel 启动后 synchronize 再读时钟、取中位数而不是平均值。
+        - **split-K**：把 K 分成 `SPLIT_K` 段（每段为整数个 `BLOCK_K` 步：`cdiv(cdiv(K, BLOCK_K), SPLIT_K)`），各 program 用 atomic add 累加到输出；autotune 会多次运行 kernel，所以必须用 `reset_to_zero` 清零输出，并设置 tuning `key`（如 M、N、K）。
+        - **易错点**：smem 漏乘 `num_stages`、固定 2 字节元素、tile 规则未用 `next_power_of_2`、可能返回空列表、无 warm-up、用平均值、不 synchronize、把 flush 计入时间、split-K 用普通 store 或向下取整丢掉尾部、缺 `reset_to_zero`、`key=[]`、缺 K mask。
+    """)
+    lesson.md(r"""
         ## 1. What `triton.autotune` does
 
         ```python

@@ -33,6 +33,15 @@ def build() -> LessonBuilder:
         """,
     )
     lesson.md(r"""
+        ## 本节要点
+
+        - **问题**：Llama-3 的 logits 为 `(8192, 128256)`，bf16 下已 2 GiB；`F.cross_entropy` 还会 upcast 到 float32 并保存 log-softmax（再多数 GiB）。Liger-Kernel 的做法：在**前向**中逐行算出对 logits 的梯度并**原地覆盖 logits**，从不分配 `(N, V)` 大小的张量。
+        - **公式**：$\text{lse} = \log\sum_j e^{x_j}$，$\ell = \text{lse} - x_t$；损失取平均时 $\partial \ell / \partial x = (\operatorname{softmax}(x) - \text{one\_hot}(t)) / n_\text{valid}$，$n_\text{valid}$ 不计 `ignore_index` 行。
+        - **实现**：每个 program 处理一行；第一遍按块用 online 递推计算最大值 $M$ 与和 $S$（最大值增大时要按 $e^{M_\text{old}-M_\text{new}}$ 重新缩放 $S$）；第二遍重新读取各块，写入梯度；被忽略的行损失为 0、梯度置 0。
+        - **autograd**：`torch.autograd.Function` 的 backward 返回保存的梯度乘以 `grad_output`；保存的必须是被 kernel 覆盖后的张量，而不是之前的副本。
+        - **易错点**：不做 rescale、padding 用 0 而不是 $-\infty$ 填充、对 $-\infty$ 的最大值不做保护（nan）、用舍入后的 float32 lse 计算概率、忽略行未清零、梯度漏了 $1/n_\text{valid}$ 或除以全部行数、不检查 target 范围（越界读取）、one-hot 用块内下标比较、load/store 缺 mask。
+    """)
+    lesson.md(r"""
         ## 1. The PyTorch baseline and what it moves
 
         For logits $x \in \mathbb{R}^{N \times V}$, targets $t \in \{0..V-1\}^N$ (or `ignore_index`), and the set

@@ -31,6 +31,16 @@ def build() -> LessonBuilder:
     """,
     )
     lesson.md(r"""
+        ## 本节要点
+
+        - **问题**：错误的 PyTorch 程序通常会报错，错误的 kernel 通常不会：越界写入相邻张量、race 丢失计数、用越界的 token id 读取其他内存，结果只是 loss 略差，或几千步后变成 NaN。
+        - **方法**：输入取自更大 buffer 的窗口（view），周围填充 guard 值；任何越界读写都会体现在结果或 guard 中。max、计数和拷贝没有舍入，因此与 `torch.amax`、`torch.bincount`、`torch.index_select` 做**精确**比较。
+        - **row max**：tail mask 用 `cols < N`（不是 `<=`），masked 通道填 $-\infty$、累加器从 $-\infty$ 开始（全负行不能得到 0），按列 stride 寻址，并处理行尾不满一个块的部分。
+        - **histogram**：多个 program 写同一个 bin 时必须用 `tl.atomic_add`，普通 load + store 会丢失计数；值既要检查范围又要检查 tail mask，读取也要带 mask。
+        - **embedding gather**：检查 token id 是否在 $[0, V)$；表的行 stride 不一定等于 $D$（更宽权重的 view 或转置）；load 和 store 都要带列 mask。
+        - **易错点**：mask 差一（`<=`）、用 0 作为 max 的单位元、忽略 stride、只循环完整块、非原子累加、信任输入的 id 或值、只 mask store 不 mask load。
+    """)
+    lesson.md(r"""
         ## 1. Why kernel bugs are silent
 
         **Memory is flat.** A tensor is a base address, a shape and strides. `tl.load(ptr + offsets)` reads whatever

@@ -32,6 +32,15 @@ def build() -> LessonBuilder:
         """,
     )
     lesson.md(r"""
+        ## 本节要点
+
+        - **问题**：训练中 attention 约三分之二时间在反向（5 次 matmul 对前向的 2 次）；autograd 会保存每层每个 head 的 $S\times S$ 概率矩阵 $P$。FlashAttention 反向不保存任何 $S^2$ 大小的东西，而是用 $Q$、$K$ 和前向保存的 LSE $L$ 逐块**重算** $P$：FLOP 便宜，显存容量和带宽不便宜。
+        - **公式**：$S = QK^\top/\sqrt d$，$P_{ij} = e^{S_{ij} - L_i}$；$dV = P^\top dO$，$dP = dO\,V^\top$，$D_i = \operatorname{rowsum}(dO \circ O)_i$，$dS = P \circ (dP - D)$，$dQ = dS\,K/\sqrt d$，$dK = dS^\top Q/\sqrt d$。
+        - **实现**：预处理 kernel 沿 head dim 求 $D$（按 stride 寻址）；一个 kernel 固定 key 块、遍历 query 块累加 $dK$、$dV$（GQA 中对组内所有 query head 求和）；另一个 kernel 固定 query 块、遍历 key 块累加 $dQ$；causal 与非 causal，任意序列长度。
+        - **exp2**：在 `exp2` 中使用的 LSE 必须先换成以 2 为底。
+        - **易错点**：$dS$ 漏掉 $-D$ 项（softmax Jacobian）、$D$ 沿序列轴求和、$dK$ 漏掉 $1/\sqrt d$、GQA 只取组内第一个 query head、dK/dV 重算 $P$ 时缺 causal mask、dQ 的 causal 循环漏掉对角块或用 `BLOCK_N` 决定终点、各种 load/store 缺行 mask。
+    """)
+    lesson.md(r"""
         ## 1. The gradients, with shapes
 
         For one head (the forward of `p03.flash_attention_fwd`): $Q \in \mathbb{R}^{S_q \times d}$,

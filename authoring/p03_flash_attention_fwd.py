@@ -35,6 +35,15 @@ def build() -> LessonBuilder:
         """,
     )
     lesson.md(r"""
+        ## 本节要点
+
+        - **问题**：朴素 attention 对每个 head 物化 $S\times S$ 的分数矩阵（batch 4、32 head、4096 token 时每层 4 GiB bf16），反复读写 HBM。FlashAttention 按块遍历 key，在寄存器中维护 online softmax，只写出输出和每行一个 LSE，HBM 流量从 $O(S^2)$ 降到 $O(S\cdot d)$。
+        - **形状/公式**：$Q \in \mathbb{R}^{S_q\times d}$，$K, V \in \mathbb{R}^{S_k\times d}$，$O = \operatorname{softmax}(QK^\top/\sqrt d)\,V$；同时输出 $\text{LSE}_i = \log\sum_j e^{s_{ij}}$（自然对数）供反向使用。
+        - **online softmax**：最大值从 $m$ 增大到 $m'$ 时，运行和 $\ell$ **与输出累加器**都乘以 $e^{m-m'}$；用 `exp2` 时把 $\log_2 e / \sqrt d$ 并入缩放。
+        - **实现**：每个 program 负责一个（query 块，batch·head）；causal 时完全位于对角线上方的 key 块直接跳过，只对对角线块加 mask（key $\le$ query，token 能看到自己），起点要向下取整到 `BLOCK_N`；GQA 中 query head $h$ 对应 KV head $h // (H_q/H_{kv})$。
+        - **易错点**：累加器不 rescale、漏掉 $1/\sqrt d$、最后一个块不 mask 越界 key、causal 循环漏掉对角块或重复计算、用严格 mask（key < query）、GQA 用 $h \bmod H_{kv}$、LSE 保留以 2 为底、Q/K 读取或输出存储缺行 mask。
+    """)
+    lesson.md(r"""
         ## 1. The math, with shapes
 
         For one batch element and one query head, with $S_q$ queries, $S_k$ keys and head dim $d$:

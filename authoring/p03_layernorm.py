@@ -33,6 +33,17 @@ def build() -> LessonBuilder:
         """,
     )
     lesson.md(r"""
+        ## 本节要点
+
+        - **问题**：LayerNorm（GPT-2、BERT、ViT、Whisper 等）几乎没有计算量，速度取决于显存带宽；前向应达到 copy 的带宽，反向的难点在于 weight/bias 梯度是对**所有行**的归约（跨 program 的 reduction）。
+        - **公式**：对每行 $x \in \mathbb{R}^N$，$\mu = \frac1N\sum x_i$，$\sigma^2 = \frac1N\sum (x_i-\mu)^2$（有偏方差，除以 $N$），$\hat x = (x-\mu)/\sqrt{\sigma^2+\epsilon}$，$y = \hat x \odot w + b$。
+        - **数值稳定的统计量**：分块合并（Welford/Chan）：$\mu \leftarrow \mu + \delta\, n_b/n$，$M_2 \leftarrow M_2 + M_{2,b} + \delta^2 n_a n_b/n$；不要用 $E[x^2]-\mu^2$（均值大时灾难性抵消）。
+        - **前向 kernel**：每个 program 处理一行，先中心化再求方差，并保存每行的 $\mu$ 和 $1/\sigma$（不是 $\sigma$）供反向使用。
+        - **反向**：$g = dy \odot w$，$dx = \frac1\sigma\big(g - \overline{g} - \hat x\,\overline{g \hat x}\big)$（比 RMSNorm 多一个均值项）；$dw = \sum_\text{rows} dy \odot \hat x$，$db = \sum_\text{rows} dy$：每个 program 累加部分和，第二阶段再归约所有部分和。
+        - **autograd**：`torch.autograd.Function` 把它包装成可替换的层；传入 kernel 的梯度要先 `.contiguous()`。
+        - **易错点**：漏掉合并项 $\delta^2 n_a n_b/n$、用 $N-1$ 除、padding 通道参与方差（`tl.where(mask, x-\mu, 0)`）、load/store 缺 mask、部分梯度被覆盖而非累加、bias 梯度乘了 $\hat x$、第二阶段只归约第一个块、返回的 dw/db 顺序颠倒。
+    """)
+    lesson.md(r"""
         ## 1. The math, with shapes
 
         For one row $x \in \mathbb{R}^{N}$ (a token's hidden vector; a batch is `(M, N)`, `M` = tokens), weight $w$

@@ -32,6 +32,15 @@ def build() -> LessonBuilder:
         """,
     )
     lesson.md(r"""
+        ## 本节要点
+
+        - **问题**：LLM 几乎所有 FLOP 都在 GEMM（QKV/输出投影、MLP、LM head）；H200 上 bf16 tensor core 约 990 TFLOP/s、HBM 约 4.8 TB/s，GEMM 每读 1 字节需做约 200 FLOP 才能跑满算力。
+        - **形状**：$C = AB$，$A \in \mathbb{R}^{M\times K}$，$B \in \mathbb{R}^{K\times N}$，$C \in \mathbb{R}^{M\times N}$，共 $2MNK$ FLOP；每个 program 计算一个 `BLOCK_M x BLOCK_N` 的输出 tile，沿 K 每次前进 `BLOCK_K`。
+        - **分组顺序（grouped ordering）**：program id 按 `GROUP_M` 行一组、组内列优先（pid_m 变化最快）映射到 tile，使同时运行的 program 共享 A、B 的块，由 L2 cache 提供复用；最后一组高度要截断为剩余行数。
+        - **实现**：float32 累加器、按 stride 构造指针（转置的输入无需拷贝）、K 方向的 mask、越界行列用 `% M`/`% N` 回绕、store 用 mask；grid 用向上取整（cdiv），tile 大小由 autotune 选择。
+        - **易错点**：最后一组未截断或按 `GROUP_M` 取模、组内行优先（等于普通 row-major）、缺 K mask 或 store mask、假设输入连续、B 指针前进 `BLOCK_K` 个元素而不是 `BLOCK_K` 行、用 fp16 累加、grid 向下取整丢掉边缘 tile。
+    """)
+    lesson.md(r"""
         ## 1. What a GEMM costs, and why tiles
 
         $C = A B$ with $A \in \mathbb{R}^{M \times K}$, $B \in \mathbb{R}^{K \times N}$, $C \in \mathbb{R}^{M \times N}$:

@@ -30,6 +30,15 @@ def build() -> LessonBuilder:
         """,
     )
     lesson.md(r"""
+        ## 本节要点
+
+        - **问题**：线性层后面通常还有 bias、激活和残差：`act(x @ W.T + b) + r`。eager 执行时 GEMM 的 `(M, N)` 输出要在 HBM 上多次往返；在输出 tile 还在寄存器中时做这些运算（epilogue，尾处理），每个元素只多几次 FLOP，却省掉所有往返。
+        - **形状**：$x \in \mathbb{R}^{M\times K}$，$W \in \mathbb{R}^{N\times K}$（`nn.Linear` 布局），bias $\in \mathbb{R}^N$，residual 与输出均为 $(M, N)$；bias 按**列**（`offs_n`）广播。
+        - **激活**：ReLU；SiLU $z\,\sigma(z)$；GeLU 的 tanh 近似 $\tfrac12 z\big(1+\tanh(\sqrt{2/\pi}(z+0.044715z^3))\big)$；tanh 要写成对大输入稳定的形式（教科书式 $(e^{2u}-1)/(e^{2u}+1)$ 会得到 inf/inf = nan）。
+        - **实现**：在 `p03.matmul` 的分组 tile 顺序和 K 循环之上，float32 累加后依次加 bias → 激活 → 加 residual，再带 mask 存储。
+        - **易错点**：bias 用行下标索引、先激活后加 bias、把 residual 加在激活之内、漏掉 GeLU 的三次项、SiLU 用 $\sigma(-z)$、缺 K/bias/store mask、residual 读取无 mask、行下标不回绕。
+    """)
+    lesson.md(r"""
         ## 1. What fusion saves
 
         Take $x \in \mathbb{R}^{M \times K}$ (tokens × features), the weight $W \in \mathbb{R}^{N \times K}$ in PyTorch's

@@ -33,6 +33,16 @@ def build() -> LessonBuilder:
         """,
     )
     lesson.md(r"""
+        ## 本节要点
+
+        - **问题**：RoPE 的计算量很小，耗时在显存访问；Hugging Face 的 `q * cos + rotate_half(q) * sin` 拆成多个 kernel，q、k 各自多次往返 HBM。融合 kernel 对 q、k 的每个元素只读写一次（in-place），每个 token 的 cos/sin 行只读一次、供它的所有 head 共用。
+        - **形状**：q 为 `(B, S, H_q, D)`，k 为 `(B, S, H_kv, D)`（GQA 下 $H_q \ne H_{kv}$）；cos/sin 表为 `(P, D/2)`；token $(b, s)$ 的位置 $m = \text{offset}_b + s$（prefill 时 offset 为 0，decode 时为序列当前长度）。
+        - **公式（rotate-half 约定）**：第 $i$ 维与第 $i + D/2$ 维成对，$x_1' = x_1\cos m\theta_i - x_2\sin m\theta_i$，$x_2' = x_2\cos m\theta_i + x_1\sin m\theta_i$。
+        - **实现**：grid 为 `(B * S,)`，每个 program 处理一个 token 的所有 q head 和 k head；`INVERSE` 为 `tl.constexpr`，逆旋转只需把 sin 取负；在 fp32 中计算后写回。
+        - **autograd**：旋转是正交变换，反向就是逆旋转（转置）；forward 要旋转副本而不是调用者的 q、k，backward 要为 forward 的每个输入返回一个梯度。
+        - **易错点**：用成 GPT-J/Meta 的相邻配对（$2i$ 与 $2i+1$）、sin 符号反了、忽略 offsets（decode 时位置错误）、k 的 head 用 $H_q$ 做 mask（写进 v）、缺列 mask（$D/2$ 不是 2 的幂时越界）、cos 表读取无 mask、backward 再做一次正向旋转。
+    """)
+    lesson.md(r"""
         ## 1. The operation, with shapes
 
         Queries $q \in \mathbb{R}^{B \times S \times H_q \times D}$ and keys $k \in \mathbb{R}^{B \times S \times H_{kv}
