@@ -17,6 +17,8 @@ from ..notebook import TAGS, Cell, Lesson, NotebookError, read_lesson
 from ..paths import NOTEBOOK_PATTERN, display_path, is_lesson_path, lesson_notebooks, part_dirs, repo_root
 from .builder import STOP_MARKER
 
+SUMMARY_HEADING = "本节要点"  # the 简体中文 summary every lesson carries after its title (CONTRACT.md, section 3)
+
 ID_PATTERN = re.compile(r"^p(\d\d)\.[a-z0-9_]+$")
 MIN_CHECKS, MIN_MUTANTS = 3, 2
 
@@ -150,6 +152,13 @@ class Linter:
             and " | " in first.source.splitlines()[0]
         ):
             self.error(name, "the first cell must be the title `# English | 中文` with an Open-in-Colab badge")
+        summary = next((c for c in lesson.cells[1:] if c.cell_type == "markdown"), None)
+        if not (first and SUMMARY_HEADING in first.source) and not (summary and SUMMARY_HEADING in summary.source):
+            self.error(
+                name,
+                f"needs a 简体中文 summary right after the title: a markdown cell (or the title cell) with "
+                f"{SUMMARY_HEADING!r} and 5-10 lines on the ideas, formulas and pitfalls",
+            )
         stops = [c for c in lesson.cells if c.cell_type == "markdown" and c.source.startswith(STOP_MARKER)]
         if len(stops) != 1:
             self.error(

@@ -156,6 +156,12 @@ RULES = [
         f"{NOTEBOOK}, {CHECK_CELL}",
         'a check cell holds exactly check("add_one")',
     ),
+    Rule(
+        "no_chinese_summary",
+        lambda nb: nb["cells"][0].update(source=nb["cells"][0]["source"].split("## 本节要点")[0]),
+        NOTEBOOK,
+        "needs a 简体中文 summary right after the title",
+    ),
     Rule("fewer_than_three_checks", None, NOTEBOOK, "exercise 'add_one' has 2 checks; at least 3", checks=TWO_CHECKS),
     Rule("fewer_than_two_mutants", None, NOTEBOOK, "exercise 'add_one' has 1 mutants; at least 2", mutants=ONE_MUTANT),
 ]

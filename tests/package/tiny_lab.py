@@ -138,7 +138,7 @@ def build_notebook(
         minutes=5,
         prerequisites=list(prerequisites),
     )
-    lesson.title()
+    lesson.title(intro="## 本节要点\n\n- 给每个元素加一；检查、变异体与评分流程的最小示例。")
     lesson.md("## Add one\n\nThe smallest exercise there is.")
     lesson.setup(setup_code)
     lesson.exercise("add_one", solution)
