@@ -6,6 +6,7 @@ runs `llm_algo.grading.run.check_exercise` in the kernel itself.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 from ..check.api import load_checks
@@ -40,6 +41,14 @@ def mutant_verdict(mutant: Mutant, results: list[CheckResult]) -> CheckResult:
 def grade(notebook: str, units: list[Unit], *, timeout: float, emit: Callable[[dict], None]) -> None:
     """Grade `units` of one notebook, emitting `{"type": ...}` events: load (a mode), cell, loaded, start and result
     (these two with the unit's key and mode: one child may grade a lesson's checks in several modes)."""
+    try:
+        _grade(notebook, units, timeout=timeout, emit=emit)
+    finally:
+        if "llm_algo.distributed.world" in sys.modules:  # the rank processes a parallelism lesson's checks started
+            sys.modules["llm_algo.distributed.world"].close_worlds()
+
+
+def _grade(notebook: str, units: list[Unit], *, timeout: float, emit: Callable[[dict], None]) -> None:
     lesson = read_lesson(notebook)
     registry = load_checks(lesson.id)
     if registry.triton and not registry.tunes_every_config:

@@ -1,0 +1,23 @@
+"""Real `torch.distributed` worlds for the checks of the parallelism lessons (see `world`), and the rank side."""
+
+from .world import (
+    RankResult,
+    World,
+    WorldStartError,
+    close_worlds,
+    expect_ranks_ok,
+    expect_ranks_refuse,
+    run_ranks,
+    world,
+)
+
+__all__ = [
+    "RankResult",
+    "World",
+    "WorldStartError",
+    "close_worlds",
+    "expect_ranks_ok",
+    "expect_ranks_refuse",
+    "run_ranks",
+    "world",
+]
