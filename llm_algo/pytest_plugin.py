@@ -16,6 +16,8 @@ still holds its skeleton is not attempted without a child at all.
 from __future__ import annotations
 
 import ast
+import contextlib
+import time
 from pathlib import Path
 
 import pytest
@@ -30,6 +32,7 @@ from .settings import CHECK_TIMEOUT, GRADE_UNTOUCHED, GRADING_JOBS, SettingError
 from .worker.child import start_zygote
 from .worker.scheduler import LessonScheduler
 
+GRADED_FILES = pytest.StashKey[set]()  # the notebooks (relative to the root) that reports came from
 OUTCOMES = pytest.StashKey[dict]()  # lesson id -> {unit key: outcome}, from the reports (the controller's, under -n)
 RESULTS = pytest.StashKey[dict]()  # lesson path -> {Unit: CheckResult | problem}, set by LessonFile.setup()
 SCHEDULER = pytest.StashKey[LessonScheduler]()
@@ -89,6 +92,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except SettingError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[OUTCOMES] = {}
+    config.stash[GRADED_FILES] = set()
     config.stash[RESULTS] = {}
     config.pluginmanager.register(OutcomeRecorder(config), "llm_algo_outcomes")
     if is_xdist_controller(config):
@@ -346,6 +350,7 @@ class OutcomeRecorder:
         for name, value in report.user_properties:
             if name == GRADED:
                 self.config.stash[OUTCOMES].setdefault(value["lesson"], {})[value["key"]] = value["outcome"]
+                self.config.stash[GRADED_FILES].add(report.nodeid.split("::")[0])
 
 
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
@@ -378,3 +383,30 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     terminalreporter.write_line("")
     for line in render_table(summary, title).splitlines():
         terminalreporter.write_line(line)
+    if mode == "learner":
+        for line in saved_files_lines(config.rootpath, sorted(config.stash.get(GRADED_FILES, set()))):
+            terminalreporter.write_line(line)
+
+
+def saved_files_lines(root: Path, files: list[str], *, now: float | None = None, listed: int = 5) -> list[str]:
+    """Which version of each notebook was graded: the file on disk, as last saved (Jupyter autosaves every 2 minutes;
+    edits made since are not graded)."""
+    now = time.time() if now is None else now
+    stamped = []
+    for name in files:
+        with contextlib.suppress(OSError):
+            stamped.append((name, (root / name).stat().st_mtime))
+    if not stamped:
+        return []
+    stamped.sort(key=lambda item: -item[1])
+
+    def when(mtime: float) -> str:
+        minutes = int((now - mtime) // 60)
+        ago = "just now" if minutes < 1 else f"{minutes} min ago" if minutes < 120 else f"{minutes // 60} h ago"
+        return f"{time.strftime('%H:%M:%S', time.localtime(mtime))}, {ago}"
+
+    lines = ["Graded the notebooks as saved on disk (save in Jupyter first: unsaved edits are not graded):"]
+    lines += [f"  {name} — saved {when(mtime)}" for name, mtime in stamped[:listed]]
+    if len(stamped) > listed:
+        lines.append(f"  … and {len(stamped) - listed} more, the oldest saved {when(stamped[-1][1])}")
+    return lines

@@ -11,8 +11,10 @@ own when it passes its checks, the reference otherwise, and says which.
 from __future__ import annotations
 
 import ast
+import linecache
 import os
 import sys
+import types
 
 from . import device as device_policy
 from .check.api import load_checks
@@ -54,6 +56,10 @@ class LessonSession:
                 raise NotebookError(f"lesson {self.lesson_id} has no checks for an exercise named {exercise!r}")
             if os.environ.get(DEFER_CHECKS_ENV) == "1":
                 report = CheckReport(self.lesson_id, exercise, (), deferred=True)
+            elif (missing := _not_defined_yet(lesson, exercise, self.namespace)) is not None:
+                report = CheckReport(self.lesson_id, exercise, (), error=missing, not_graded=True)
+            elif (taken := _defined_by_solution(lesson, exercise, self.namespace)) is not None:
+                report = CheckReport(self.lesson_id, exercise, (), error=taken, not_graded=True)
             else:
                 results = check_exercise(specs, LoadedLesson(self.namespace), lesson, registry)
                 report = CheckReport(self.lesson_id, exercise, tuple(results))
@@ -83,8 +89,79 @@ class LessonSession:
                     values.append(learner.namespace[name])
             if source == "reference":
                 values.append(lesson_cache.namespace(lesson, "solution").namespace[name])
-            print(f"{name}: using {source} from {lesson.path.name} — {reason}")
+            saved = f" as saved at {_saved_at(lesson.path)}" if learner is not None else ""
+            print(f"{name}: using {source} from {lesson.path.name}{saved} — {reason}")
         return values[0] if len(values) == 1 else tuple(values)
+
+
+def _solution_names(lesson: Lesson, exercise: str) -> list[str]:
+    try:
+        tree = ast.parse(lesson.solution_cell(exercise).source)
+    except (NotebookError, SyntaxError):
+        return []
+    return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+
+
+def _not_defined_yet(lesson: Lesson, exercise: str, namespace: dict) -> str | None:
+    """After a kernel restart nothing is defined: say to run the cells, not "did you rename it?"."""
+    names = _solution_names(lesson, exercise)
+    try:
+        tree = ast.parse(lesson.exercise_cell(exercise).source)
+    except (NotebookError, SyntaxError):
+        return None
+    in_cell = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    if names and in_cell.issuperset(names) and not any(name in namespace for name in names):  # not a rename
+        listed = ", ".join(f"`{n}`" for n in names)
+        return (
+            f"nothing named {listed} is defined in this kernel yet: run the setup cell and the exercise cell for "
+            f"{exercise!r} first (after a kernel restart, run the cells above this one again)"
+        )
+    return None
+
+
+def _code_of(obj) -> types.CodeType | None:
+    obj = getattr(obj, "func", obj)  # functools.partial
+    obj = getattr(obj, "fn", obj)  # a @triton.jit kernel
+    code = getattr(obj, "__code__", None)
+    if code is None and isinstance(obj, type):
+        for member in vars(obj).values():
+            code = getattr(getattr(member, "__func__", member), "__code__", None)
+            if code is not None:
+                break
+    return code
+
+
+def _defined_by_solution(lesson: Lesson, exercise: str, namespace: dict) -> str | None:
+    """A name last defined by the reference solution cell (run by "Run All", after STOP) is not the learner's work:
+    `check()` grades nothing then, and says so. The cell's text comes from IPython's line cache."""
+    if current_mode() == "solution":
+        return None
+    try:
+        solution = lesson.solution_cell(exercise).source.strip()
+    except NotebookError:
+        return None
+    for name in _solution_names(lesson, exercise):
+        code = _code_of(namespace.get(name))
+        if code is None:
+            continue
+        cell = "".join(linecache.getlines(code.co_filename)).strip()
+        if cell and cell == solution:
+            return (
+                f"`{name}` is the reference solution's: the solution cell after STOP defined it last (did you use "
+                f"Run All?). Run your own exercise cell for {exercise!r} again, then this check cell; nothing was "
+                "graded."
+            )
+    return None
+
+
+def _saved_at(path) -> str:
+    """When the notebook file that `use()` read was saved: edits not saved yet in Jupyter are not in it."""
+    import time
+
+    try:
+        return time.strftime("%H:%M:%S", time.localtime(path.stat().st_mtime))
+    except OSError:
+        return "an unknown time"
 
 
 def _yours_passes(lesson: Lesson, exercise: str, learner: LoadedLesson) -> tuple[bool, str]:

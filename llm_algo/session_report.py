@@ -25,12 +25,15 @@ class CheckReport:
     error: str = ""
 
     deferred: bool = False  # the check cell ran, but its checks are graded by the self-check (see DEFER_CHECKS_ENV)
+    not_graded: bool = False  # nothing to grade yet (the exercise cell was not run) or not the learner's (Run All)
 
     @property
     def status(self) -> str:
         """The exercise's outcome (llm_algo.outcome.exercise_status), or DEFERRED."""
         if self.deferred and not self.error:
             return DEFERRED
+        if self.not_graded:
+            return str(Outcome.NOT_RUN)
         if self.error:
             return str(Outcome.FAILED)
         return str(exercise_status(r.outcome for r in self.results))
@@ -38,6 +41,8 @@ class CheckReport:
     def headline(self) -> str:
         if self.status == DEFERRED:
             return f"{self.exercise}: {DEFERRED_SYMBOL}"
+        if self.not_graded:
+            return f"{self.exercise}: {SYMBOLS[Outcome.NOT_RUN]} (nothing was graded)"
         passed = sum(r.outcome is Outcome.PASSED for r in self.results)
         return f"{self.exercise}: {SYMBOLS[Outcome(self.status)]} ({passed}/{len(self.results)} checks passed)"
 

@@ -4,6 +4,7 @@ it passes all of that exercise's checks, the reference otherwise — and says wh
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 from tiny_lab import Lab
@@ -32,7 +33,11 @@ def test_a_passing_exercise_lends_the_learners_own_code(lab: Lab, capsys: pytest
     lab.add_lesson(solved=True)
     add_next_lesson(lab)
     block, said = borrow(capsys)
-    assert said == "add_one: using yours from 02_Tiny.ipynb — all 3 checks of exercise 'add_one' pass"
+    assert re.search(r"from 02_Tiny.ipynb as saved at \d\d:\d\d:\d\d —", said)  # the file on disk is what use() read
+    assert (
+        re.sub(r" as saved at \d\d:\d\d:\d\d", "", said)
+        == "add_one: using yours from 02_Tiny.ipynb — all 3 checks of exercise 'add_one' pass"
+    )
     assert "exercise add_one" in block.__code__.co_filename  # the function defined by the learner's cell
     assert block(41) == 42
 
@@ -41,7 +46,10 @@ def test_an_unfinished_exercise_lends_the_reference(lab: Lab, capsys: pytest.Cap
     lab.add_lesson()
     add_next_lesson(lab)
     block, said = borrow(capsys)
-    assert said == "add_one: using reference from 02_Tiny.ipynb — yours is not attempted (0/3 checks pass)"
+    assert (
+        re.sub(r" as saved at \d\d:\d\d:\d\d", "", said)
+        == "add_one: using reference from 02_Tiny.ipynb — yours is not attempted (0/3 checks pass)"
+    )
     assert "solution add_one" in block.__code__.co_filename
     assert block(41) == 42
 
@@ -50,7 +58,10 @@ def test_a_wrong_exercise_lends_the_reference(lab: Lab, capsys: pytest.CaptureFi
     lab.add_lesson(exercise_source="def add_one(x):\n    return x + 2")
     add_next_lesson(lab)
     block, said = borrow(capsys)
-    assert said == "add_one: using reference from 02_Tiny.ipynb — yours fails (0/3 checks pass)"
+    assert (
+        re.sub(r" as saved at \d\d:\d\d:\d\d", "", said)
+        == "add_one: using reference from 02_Tiny.ipynb — yours fails (0/3 checks pass)"
+    )
     assert block(41) == 42
 
 
@@ -77,7 +88,10 @@ def test_an_exercise_cell_that_does_not_run_lends_the_reference(lab: Lab, capsys
     lab.add_lesson(exercise_source="def add_one(x)\n    return x + 1")  # a syntax error
     add_next_lesson(lab)
     block, said = borrow(capsys)
-    assert said == "add_one: using reference from 02_Tiny.ipynb — yours fails (0/3 checks pass)"
+    assert (
+        re.sub(r" as saved at \d\d:\d\d:\d\d", "", said)
+        == "add_one: using reference from 02_Tiny.ipynb — yours fails (0/3 checks pass)"
+    )
     assert block(41) == 42
 
 
@@ -114,7 +128,10 @@ def test_an_exercise_whose_checks_were_all_skipped_lends_the_reference(
         block, said = borrow(capsys)
     finally:
         device.policy.cache_clear()
-    assert said == "add_one: using reference from 02_Tiny.ipynb — yours needs a GPU to be graded (0/3 checks pass)"
+    assert (
+        re.sub(r" as saved at \d\d:\d\d:\d\d", "", said)
+        == "add_one: using reference from 02_Tiny.ipynb — yours needs a GPU to be graded (0/3 checks pass)"
+    )
     assert "solution add_one" in block.__code__.co_filename
 
 
@@ -129,7 +146,10 @@ def test_an_earlier_lesson_is_loaded_once_until_it_changes(lab: Lab, capsys: pyt
     changed, said = borrow(capsys)
 
     assert changed is not first and changed(1) == 2  # the learner broke it: the reference again
-    assert said == "add_one: using reference from 02_Tiny.ipynb — yours fails (0/3 checks pass)"
+    assert (
+        re.sub(r" as saved at \d\d:\d\d:\d\d", "", said)
+        == "add_one: using reference from 02_Tiny.ipynb — yours fails (0/3 checks pass)"
+    )
 
 
 def test_loading_a_lesson_in_solution_mode_borrows_references(lab: Lab, capsys: pytest.CaptureFixture) -> None:

@@ -55,10 +55,7 @@ def test_imports_only_go_down():
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(PACKAGE)
         own = relative.parts[0].removesuffix(".py")
-        if own == "mutation" and relative.stem in FRONT_ENDS_IN_MUTATION:
-            level = len(LAYERS) - 1
-        else:
-            level = layer_of(own)
+        level = len(LAYERS) - 1 if own == "mutation" and relative.stem in FRONT_ENDS_IN_MUTATION else layer_of(own)
         for name in imported(path) - {own}:
             if layer_of(name) > level:
                 wrong.append(f"{relative} imports llm_algo.{name}")

@@ -67,8 +67,9 @@ def test_not_implemented_inside_torch_is_a_mistake_not_a_skeleton(lab: Lab, caps
 
 
 def test_a_missing_function_fails_without_raising(lab: Lab, capsys: pytest.CaptureFixture) -> None:
-    lab.add_lesson()
-    out = check_output(capsys, {})
+    """The exercise cell defines another name (a rename): every check says which name it looks for."""
+    lab.add_lesson(exercise_source="def add_1(x):\n    return x + 1\n")
+    out = check_output(capsys, {"add_1": lambda x: x + 1})
     assert out.splitlines()[0] == "add_one: ❌ failed (0/3 checks passed)"
     assert "defines no `add_one`" in out
 
@@ -148,3 +149,35 @@ def test_a_check_cell_defers_to_the_self_check_when_its_kernel_says_so(
     assert out.splitlines()[0] == "add_one: ⏭ graded by the self-check"
     unknown = check_output(capsys, {}, exercise="add_two")  # a check cell that names no exercise still fails
     assert "has no checks for an exercise named 'add_two'" in unknown
+
+
+def defined_in_a_cell(source: str, filename: str) -> dict:
+    """Run `source` the way IPython runs a cell: compiled under its own file name, its text in the line cache."""
+    import linecache
+
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    namespace: dict = {}
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace
+
+
+def test_run_all_does_not_credit_the_reference_solution(lab: Lab, capsys: pytest.CaptureFixture) -> None:
+    """ "Run All" runs the solution cells after STOP: the names they define are not the learner's work, so a check
+    cell run after them grades nothing and says why (issue 19, item 2)."""
+    from llm_algo.notebook import read_lesson
+
+    path = lab.add_lesson()
+    solution = read_lesson(path).solution_cell("add_one").source
+    out = check_output(capsys, defined_in_a_cell(solution, "/tmp/ipykernel_1/solution_cell.py"))
+    assert out.splitlines()[0] == "add_one: ⏸ not run (nothing was graded)"
+    assert "reference solution" in out and "Run All" in out
+    # the same correct code in the learner's own cell (different text) is graded and passes
+    mine = defined_in_a_cell("# mine\n" + solution, "/tmp/ipykernel_1/exercise_cell.py")
+    assert check_output(capsys, mine).splitlines()[0] == "add_one: ✅ passed (3/3 checks passed)"
+
+
+def test_after_a_kernel_restart_the_check_says_to_run_the_cells(lab: Lab, capsys: pytest.CaptureFixture) -> None:
+    lab.add_lesson()
+    out = check_output(capsys, {})
+    assert out.splitlines()[0] == "add_one: ⏸ not run (nothing was graded)"
+    assert "run the setup cell and the exercise cell" in out and "rename" not in out

@@ -48,3 +48,19 @@ def test_stop_at_the_first_failure(lab: Lab) -> None:
     run = lab.run_pytest("-q", "-p", "no:cacheprovider", "-x")
     assert run.returncode == 1 and "stopping after 1 failures" in run.output
     assert not run.of("04_Blank")  # never reached
+
+
+def test_the_summary_says_which_saved_version_was_graded(tmp_path):
+    """pytest grades the files on disk: the summary names each one with the time it was saved (issue 19, item 7)."""
+    import os
+
+    from llm_algo.pytest_plugin import saved_files_lines
+
+    for name, age in (("a.ipynb", 30), ("b.ipynb", 600)):
+        (tmp_path / name).write_text("{}")
+        os.utime(tmp_path / name, (1_000_000 - age, 1_000_000 - age))
+    lines = saved_files_lines(tmp_path, ["a.ipynb", "b.ipynb", "gone.ipynb"], now=1_000_000, listed=1)
+    assert "unsaved edits are not graded" in lines[0]
+    assert lines[1].startswith("  a.ipynb — saved ") and lines[1].endswith("just now")
+    assert lines[2].startswith("  … and 1 more, the oldest saved ") and lines[2].endswith("10 min ago")
+    assert saved_files_lines(tmp_path, []) == []
