@@ -61,7 +61,7 @@ class LessonSession:
             elif (taken := _defined_by_solution(lesson, exercise, self.namespace)) is not None:
                 report = CheckReport(self.lesson_id, exercise, (), error=taken, not_graded=True)
             else:
-                results = check_exercise(specs, LoadedLesson(self.namespace), lesson, registry)
+                results = check_exercise(specs, LoadedLesson(self.namespace), lesson, registry, diagnose=True)
                 report = CheckReport(self.lesson_id, exercise, tuple(results))
         except Exception as exc:  # a check cell never raises: it reports
             report = CheckReport(self.lesson_id, exercise, (), error=f"{type(exc).__name__}: {exc}")

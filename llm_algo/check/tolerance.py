@@ -13,6 +13,7 @@ to be much worse than it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -77,8 +78,21 @@ def mismatch(
     rule = f"rtol={rtol:g}, atol={atol:g} for {str(dtype).removeprefix('torch.')}"
     if allowed > 1.0:
         rule += f", widened {allowed:.3g}x to {BASELINE_FACTOR:g}x PyTorch's own error in this dtype"
+    want, have = float(oracle64.flatten()[worst]), float(got64.flatten()[worst])
+    shown_want, shown_have = distinct_digits(want, have)
+    allowance = allowed * (atol + rtol * abs(want))
     return Mismatch(
         summary=f"{bad} of {ratio.numel()} elements off; max abs error {abs_err:.3g}; worst at index {list(index)} ({rule})",
-        expected=f"{float(oracle64.flatten()[worst]):.6g}",
-        got=f"{float(got64.flatten()[worst]):.6g}",
+        expected=f"{shown_want} (± {allowance:.2g} allowed)",
+        got=f"{shown_have} (off by {abs(have - want):.2g})" if math.isfinite(have - want) else shown_have,
     )
+
+
+def distinct_digits(a: float, b: float, least: int = 6) -> tuple[str, str]:
+    """`a` and `b` with the fewest significant digits (at least `least`) that tell them apart: 1.52239 and 1.52239
+    for two values 1e-7 apart would hide the mistake the check found."""
+    for digits in range(least, 18):
+        left, right = f"{a:.{digits}g}", f"{b:.{digits}g}"
+        if left != right:
+            return left, right
+    return f"{a!r}", f"{b!r}"

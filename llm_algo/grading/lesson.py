@@ -84,6 +84,7 @@ def _grade(notebook: str, units: list[Unit], *, timeout: float, emit: Callable[[
             lesson,
             registry,
             timeout=timeout,
+            diagnose=mode == "learner",
             on_start=lambda spec, mode=mode: emit({"type": "start", "key": spec.key, "mode": mode}),
             on_result=lambda result, mode=mode: report(result, mode),
         )

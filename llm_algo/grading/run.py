@@ -19,6 +19,7 @@ from ..check.failure import CheckFailed
 from ..check.restrictions import Enforcement
 from ..notebook import Lesson, NotebookError, notebook_location, source_location
 from ..outcome import CheckResult, Outcome
+from .diagnose import diagnosis, matching_mistakes
 from .execute import LoadedLesson
 from .interpreted import checked_kernels
 
@@ -193,15 +194,18 @@ def check_exercise(
     *,
     timeout: float | None = None,
     stop_at_first_failure: bool = False,
+    diagnose: bool = False,
     on_start: Callable[[CheckSpec], None] | None = None,
     on_result: Callable[[CheckResult], None] | None = None,
 ) -> list[CheckResult]:
     """Run checks in order, each exercise's *gate* checks first (memory safety: a kernel that writes out of
     bounds corrupts the process, so once a gate fails the exercise's other checks are not run). After a check runs
-    past its time limit (an infinite loop), the exercise's other checks are not run either: each would wait as long."""
+    past its time limit (an infinite loop), the exercise's other checks are not run either: each would wait as long.
+    With `diagnose` (the learner's code), failures are compared with the exercise's mutants' (grading.diagnose)."""
     ordered = sorted(specs, key=lambda spec: not spec.gate)
     path = execution_path(registry.triton)
     stopped: dict[str, str] = {}  # exercise -> why its remaining checks are not run
+    candidates: dict[str, list] = {}  # exercise -> the mutants that reproduce each of its failures so far
     results = []
     for spec in ordered:
         if on_start:
@@ -221,6 +225,11 @@ def check_exercise(
                 stopped[spec.exercise] = (
                     f"not run: the safety check {spec.name!r} failed first; fix that one before the others"
                 )
+            elif diagnose and result.outcome is Outcome.FAILED and candidates.get(spec.exercise) != []:
+                found = matching_mistakes(spec, result, lesson, registry, among=candidates.get(spec.exercise))
+                candidates[spec.exercise] = found  # later failures narrow the suspects; none left: stop looking
+                if found:
+                    result = replace(result, hint=diagnosis(found))
         results.append(result)
         if on_result:
             on_result(result)

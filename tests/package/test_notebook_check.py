@@ -181,3 +181,22 @@ def test_after_a_kernel_restart_the_check_says_to_run_the_cells(lab: Lab, capsys
     out = check_output(capsys, {})
     assert out.splitlines()[0] == "add_one: ⏸ not run (nothing was graded)"
     assert "run the setup cell and the exercise cell" in out and "rename" not in out
+
+
+def test_a_failure_that_a_mutant_reproduces_is_named(lab: Lab, capsys: pytest.CaptureFixture) -> None:
+    """Issue 19, item 3: the learner's wrong output equals a known mistake's (a mutant's): the report names it,
+    instead of the check's fixed hint. A mistake no mutant makes keeps the fixed hint."""
+    lab.add_lesson()
+    out = check_output(capsys, {"add_one": lambda x: x + 2})
+    assert "diagnosis: your result is exactly what code gives that off by one: adds two" in out
+    assert "return x + 1" not in out  # the fixed hint, replaced
+    out = check_output(capsys, {"add_one": lambda x: x - 5})
+    assert "diagnosis" not in out and "return x + 1" in out
+
+
+def test_pytest_names_the_mistake_too(lab: Lab) -> None:
+    lab.add_lesson(exercise_source="def add_one(x):\n    return x * 2\n")
+    run = lab.run_pytest("-q", "-p", "no:cacheprovider")
+    # x * 2 and x + 2 agree at x = 2 (both named), not on the random integers of the next check (one named)
+    assert "that off by one: adds two, or that multiplies instead of adding" in run.output
+    assert "code gives that multiplies instead of adding\n" in run.output

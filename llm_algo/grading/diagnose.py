@@ -1,0 +1,85 @@
+"""Name the learner's mistake when a check fails: the exercise's mutants are known mistakes, so run the failed check
+on each of them, and where one fails in exactly the same way (same input, expected and got), say which mistake it is.
+Each later failure of the exercise narrows the candidates (x * 2 and x + 2 agree at x = 2, not at x = -82).
+
+A fixed hint per check is often wrong for the mistake actually made (padding a softmax with 0 gets an addressing
+hint); a mutant that reproduces the learner's wrong output is evidence. Only in the learner's mode, within a time
+budget per failed check: the mutants' namespaces are loaded (setup cells and
+the mutated solution) once per process and lesson content.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import threading
+import time
+from contextlib import nullcontext, redirect_stdout
+
+from ..check.api import Checks, CheckSpec
+from ..mutation.mutants import Mutant, StaleMutant, load_mutants
+from ..notebook import Lesson, NotebookError
+from ..outcome import CheckResult, Outcome
+from .execute import LoadedLesson, load_namespace
+
+BUDGET_S = 20.0  # a learner waits for the check cell: stop looking after this
+_LOCATION = re.compile(r" at [^ ]+\.ipynb, cell \d+.*$")  # where an error was raised: the learner's cell or ours
+_loaded: dict[tuple[str, str, str], LoadedLesson | None] = {}
+
+
+def _signature(result: CheckResult) -> tuple[str, str, str, str]:
+    return (_LOCATION.sub("", result.summary), result.input, result.expected, result.got)
+
+
+def _mutant_namespace(lesson: Lesson, mutant: Mutant) -> LoadedLesson | None:
+    key = (lesson.id, lesson.code_hash("solution"), mutant.key)
+    if key not in _loaded:
+        try:
+            with redirect_stdout(io.StringIO()):  # the setup cell's device line, the cells' prints: not the learner's
+                _loaded[key] = load_namespace(lesson, "solution", mutant=mutant)
+        except (NotebookError, StaleMutant, TimeoutError):
+            _loaded[key] = None
+    return _loaded[key]
+
+
+def matching_mistakes(
+    spec: CheckSpec,
+    failed: CheckResult,
+    lesson: Lesson,
+    registry: Checks,
+    *,
+    among: list[Mutant] | None = None,
+    budget_s: float = BUDGET_S,
+) -> list[Mutant]:
+    """The exercise's mutants (or those `among` them) whose result on this check is the learner's failure, exactly."""
+    from .run import run_check, time_limit  # (run imports this module)
+
+    wanted = _signature(failed)
+    found, start = [], time.monotonic()
+    candidates = among if among is not None else [m for m in load_mutants(lesson.id) if m.exercise == spec.exercise]
+    for mutant in candidates:
+        if time.monotonic() - start > budget_s:
+            break
+        loaded = _mutant_namespace(lesson, mutant)
+        if loaded is None or spec.exercise in loaded.broken:
+            continue
+        left = budget_s - (time.monotonic() - start)
+        limit = (
+            time_limit(left, "diagnosis") if threading.current_thread() is threading.main_thread() else nullcontext()
+        )
+        try:
+            with limit:
+                result = run_check(spec, loaded.namespace, lesson.name, triton=registry.triton)
+        except TimeoutError:
+            break
+        if result.outcome is Outcome.FAILED and _signature(result) == wanted:
+            found.append(mutant)
+    return found
+
+
+def diagnosis(mutants: list[Mutant]) -> str:
+    if not mutants:
+        return ""
+    if len(mutants) == 1:
+        return f"diagnosis: your result is exactly what code gives that {mutants[0].mistake}"
+    return "diagnosis: your result is exactly what code gives that " + ", or that ".join(m.mistake for m in mutants)
