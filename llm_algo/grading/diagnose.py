@@ -83,3 +83,36 @@ def diagnosis(mutants: list[Mutant]) -> str:
     if len(mutants) == 1:
         return f"diagnosis: your result is exactly what code gives that {mutants[0].mistake}"
     return "diagnosis: your result is exactly what code gives that " + ", or that ".join(m.mistake for m in mutants)
+
+
+def upstream(lesson: Lesson, exercise: str) -> dict[str, list[str]]:
+    """The lesson's other exercises whose names this exercise's solution uses: {exercise: [names]} (a module's
+    forward calls the `rms_norm` of the exercise before it)."""
+    import ast
+
+    defined: dict[str, str] = {}
+    for cell in lesson.tagged("solution"):
+        try:
+            body = ast.parse(cell.source).body
+        except SyntaxError:
+            continue
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                defined.setdefault(node.name, cell.solution)
+    try:
+        tree = ast.parse(lesson.solution_cell(exercise).source)
+    except (NotebookError, SyntaxError):
+        return {}
+    used: dict[str, list[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and defined.get(node.id) not in (None, exercise):
+            names = used.setdefault(defined[node.id], [])
+            if node.id not in names:
+                names.append(node.id)
+    return used
+
+
+def blame_upstream(failing: dict[str, list[str]]) -> str:
+    """`failing`: {earlier exercise: [its names this one uses]} for those that fail their own checks."""
+    parts = [f"exercise {name!r} (your {', '.join(f'`{n}`' for n in names)})" for name, names in failing.items()]
+    return f"this exercise uses {' and '.join(parts)}, which fails its own checks: fix that first"

@@ -19,7 +19,7 @@ from ..check.failure import CheckFailed
 from ..check.restrictions import Enforcement
 from ..notebook import Lesson, NotebookError, notebook_location, source_location
 from ..outcome import CheckResult, Outcome
-from .diagnose import diagnosis, matching_mistakes
+from .diagnose import blame_upstream, diagnosis, matching_mistakes, upstream
 from .execute import LoadedLesson
 from .interpreted import checked_kernels
 
@@ -206,6 +206,7 @@ def check_exercise(
     path = execution_path(registry.triton)
     stopped: dict[str, str] = {}  # exercise -> why its remaining checks are not run
     candidates: dict[str, list] = {}  # exercise -> the mutants that reproduce each of its failures so far
+    statuses: dict[str, Outcome] = {}  # exercise -> failed if any of its checks failed in this call
     results = []
     for spec in ordered:
         if on_start:
@@ -225,14 +226,40 @@ def check_exercise(
                 stopped[spec.exercise] = (
                     f"not run: the safety check {spec.name!r} failed first; fix that one before the others"
                 )
-            elif diagnose and result.outcome is Outcome.FAILED and candidates.get(spec.exercise) != []:
-                found = matching_mistakes(spec, result, lesson, registry, among=candidates.get(spec.exercise))
-                candidates[spec.exercise] = found  # later failures narrow the suspects; none left: stop looking
-                if found:
-                    result = replace(result, hint=diagnosis(found))
+            elif diagnose and result.outcome is Outcome.FAILED:
+                result = _diagnosed(spec, result, loaded, lesson, registry, candidates, statuses)
         results.append(result)
+        if result.outcome is Outcome.FAILED or spec.exercise not in statuses:
+            statuses[spec.exercise] = result.outcome
         if on_result:
             on_result(result)
         if stop_at_first_failure and result.outcome is Outcome.FAILED:
             break
     return results
+
+
+def _diagnosed(
+    spec: CheckSpec,
+    result: CheckResult,
+    loaded: LoadedLesson,
+    lesson: Lesson,
+    registry: Checks,
+    candidates: dict[str, list],
+    statuses: dict[str, Outcome],
+) -> CheckResult:
+    """The failure with its likely cause: an earlier exercise this one uses that fails its own checks (graded here
+    if this call has not), else the mutants that fail the same way."""
+    failing = {}
+    for exercise, names in upstream(lesson, spec.exercise).items():
+        if exercise not in statuses and registry.for_exercise(exercise):
+            own = check_exercise(registry.for_exercise(exercise), loaded, lesson, registry, stop_at_first_failure=True)
+            statuses[exercise] = Outcome.FAILED if any(r.outcome is Outcome.FAILED for r in own) else Outcome.PASSED
+        if statuses.get(exercise) is Outcome.FAILED:
+            failing[exercise] = names
+    if failing:
+        return replace(result, hint=blame_upstream(failing))
+    if candidates.get(spec.exercise) == []:
+        return result  # no mutant reproduced an earlier failure of this exercise: stop looking
+    found = matching_mistakes(spec, result, lesson, registry, among=candidates.get(spec.exercise))
+    candidates[spec.exercise] = found  # later failures narrow the suspects
+    return replace(result, hint=diagnosis(found)) if found else result
