@@ -36,7 +36,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             failures += 1
             continue
         verdicts = ", ".join(f"{name}: {status}" for name, status in report.checks.items())
-        mark = "✓" if report.ok or (not args.solutions and not report.error) else "✗"
+        mark = run_mark(report, solutions=args.solutions)
         failures += mark == "✗"
         print(
             f"{mark} {report.notebook} in {report.seconds:.1f} s — {verdicts or 'no check cells'}"
@@ -44,6 +44,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             + f"\n  executed copy: {report.executed_copy}"
         )
     return 1 if failures else 0
+
+
+def run_mark(report, *, solutions: bool) -> str:
+    """✗: the notebook did not run (or, with the solutions, a check did not pass); ✓: it ran and every check
+    passed; · it ran, and the verdicts say what is left to do (a learner's notebook with failed or open exercises)."""
+    if report.error or (solutions and not report.ok):
+        return "✗"
+    return "✓" if all(status == "passed" for status in report.checks.values()) else "·"
 
 
 def cmd_progress(args: argparse.Namespace) -> int:
@@ -74,7 +82,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     if not device_policy.policy().has_cuda:
         print("benchmarks time kernels on a CUDA GPU; this machine has none (see `python -m llm_algo doctor`)")
-        return 0
+        return 1
+    import torch
+
+    least = device_policy.MIN_TRITON_CAPABILITY  # below it, Triton lessons run in the interpreter
+    if torch.cuda.get_device_capability() < least:
+        major, minor = torch.cuda.get_device_capability()
+        print(
+            f"benchmarks need a GPU of compute capability {least[0]}.{least[1]}+ "
+            f"(Ampere or newer); this {torch.cuda.get_device_name()} is {major}.{minor}, where the lessons' kernels "
+            "run in Triton's interpreter: its timings would mean nothing"
+        )
+        return 1
     lesson = find_lesson(args.lesson)
     benchmark = load_checks(args.lesson).benchmark
     if benchmark is None:

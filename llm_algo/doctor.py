@@ -18,9 +18,54 @@ def _version(package: str) -> str:
         return "not installed"
 
 
+def torch_build() -> str:
+    """`2.13.0+cpu (CPU build)` or `2.13.0 (CUDA 13.0 build)`: pip's version alone does not say which."""
+    import torch
+
+    cuda = torch.version.cuda
+    return f"{torch.__version__} ({f'CUDA {cuda} build' if cuda else 'CPU build'})"
+
+
+def build_warning(policy: device_policy.DevicePolicy) -> str | None:
+    import torch
+
+    if torch.version.cuda and not policy.has_cuda:
+        return (
+            "warning: this is a CUDA build of torch on a machine without a usable GPU: it runs, but its NVIDIA "
+            "libraries take gigabytes for nothing. The CPU build: pip install --force-reinstall torch "
+            "--index-url https://download.pytorch.org/whl/cpu"
+        )
+    return None
+
+
+def triton_installed() -> bool:
+    return _version("triton") != "not installed"
+
+
+def nvcc() -> str:
+    """The CUDA compiler that Part 04's C++ exercises need (torch.utils.cpp_extension builds with it)."""
+    import shutil
+    import subprocess
+
+    path = shutil.which("nvcc")
+    if path is None:
+        return (
+            "not found: Part 04's CUDA C++ exercises need it (the CUDA toolkit matching torch's CUDA version; "
+            "Colab's GPU runtimes have it)"
+        )
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return path
+    release = next((line.split("release")[-1].strip() for line in out.splitlines() if "release" in line), "")
+    return f"{path} ({release})" if release else path
+
+
 def how_it_runs(lesson_device: str, triton: bool, policy: device_policy.DevicePolicy) -> str:
     if lesson_device == "gpu" and not policy.has_cuda:
         return "skipped: its checks need a CUDA GPU"
+    if triton and not triton_installed():
+        return "cannot be graded here: triton is not installed (its wheels are for Linux; use Colab or a Linux box)"
     if triton:
         return (
             "Triton compiled on the GPU"
@@ -34,14 +79,18 @@ def report() -> str:
     policy = device_policy.policy()
     lines = [
         f"Python   {platform.python_version()} ({platform.machine()})",
-        f"torch    {_version('torch')}",
+        f"torch    {torch_build()}",
         f"triton   {_version('triton')}",
         f"CUDA     {f'{policy.gpu_name}, compute capability {policy.capability[0]}.{policy.capability[1]}' if policy.has_cuda else 'not available'}",
+        f"nvcc     {nvcc()}",
         f"where    {'Google Colab' if device_policy.in_colab() else 'local'}; lessons at {repo_root()}",
         f"policy   {policy.describe()}",
         "",
         "lessons:",
     ]
+    warning = build_warning(policy)
+    if warning:
+        lines[lines.index("lessons:") - 1 : lines.index("lessons:") - 1] = ["", warning]
     for path in lesson_notebooks():
         try:
             lesson = read_lesson(path)

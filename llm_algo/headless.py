@@ -154,12 +154,14 @@ async def _run(
         env[DEFER_CHECKS_ENV] = "1"
     if threads is not None:  # read by torch (OpenMP, MKL) when the kernel imports it
         env |= {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    kernel_log = out.with_suffix(".kernel.log")  # the kernel's own stderr (ipykernel's start-up warnings): not ours
     try:
-        await client.async_execute(env=env)
+        with open(kernel_log, "w", encoding="utf-8") as log:
+            await client.async_execute(env=env, stderr=log)
     except CellTimeoutError:
         report.error = f"a cell ran past its timeout ({cell_timeout:g} s per cell, {deadline:g} s per notebook)"
     except DeadKernelError:
-        report.error = "the kernel died (did a cell call exit() or crash the interpreter?)"
+        report.error = f"the kernel died (did a cell call exit() or crash the interpreter?); its stderr: {kernel_log}"
     except CellExecutionError as exc:  # ename and evalue: str(exc) carries the kernel's ANSI colour codes
         report.error = f"{failed[-1] if failed else 'a cell'} raised {exc.ename}: {exc.evalue}"
     report.seconds = time.monotonic() - start

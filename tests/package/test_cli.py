@@ -57,6 +57,9 @@ def test_doctor_reports_the_machine_and_each_lesson(lab: Lab) -> None:
     assert python.split()[1].startswith("3.")
     cuda = next(line for line in lines if line.startswith("CUDA "))
     assert "not available" in cuda or "compute capability" in cuda
+    torch_line = next(line for line in lines if line.startswith("torch "))
+    assert re.search(r"\((CPU|CUDA [\d.]+) build\)$", torch_line), torch_line  # which build, not just a version
+    assert any(line.startswith("nvcc ") for line in lines)
     assert re.search(r"^  p02\.tiny +native PyTorch on (cpu|cuda)$", done.stdout, re.MULTILINE), done.stdout
     assert f"{PART}/03_Broken.ipynb: cannot be graded: {PART}/03_Broken.ipynb: not valid JSON" in done.stdout
 
@@ -74,3 +77,30 @@ def test_lint_command_exit_status(lab: Lab) -> None:
         f'{PART}/02_Tiny.ipynb, cell 5 (check "add_one"): a check cell holds exactly check("add_one")',
         "lint: 1 problem",
     ]
+
+
+def test_doctor_warns_about_a_cuda_build_without_a_gpu(monkeypatch) -> None:
+    import torch
+
+    from llm_algo import device, doctor
+
+    no_gpu = device.DevicePolicy(device="cpu", triton_path="interpreter", gpu_name=None, capability=None)
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    assert "CUDA build of torch on a machine without a usable GPU" in doctor.build_warning(no_gpu)
+    monkeypatch.setattr(torch.version, "cuda", None)
+    assert doctor.build_warning(no_gpu) is None
+
+
+def test_doctor_does_not_promise_triton_where_it_is_missing(monkeypatch) -> None:
+    from llm_algo import device, doctor
+
+    policy = device.DevicePolicy(device="cpu", triton_path="interpreter", gpu_name=None, capability=None)
+    monkeypatch.setattr(doctor, "triton_installed", lambda: False)
+    assert "triton is not installed" in doctor.how_it_runs("cpu", True, policy)
+
+
+def test_bench_without_a_gpu_fails(lab: Lab) -> None:
+    lab.add_lesson()
+    done = lab.run_cli("bench", "p02.tiny")
+    if "this machine has none" in done.stdout:
+        assert done.returncode == 1

@@ -24,6 +24,7 @@ def test_run_with_solutions_executes_a_copy_and_reads_the_verdicts(lab: Lab) -> 
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith(f"✓ {PART}/02_Tiny.ipynb in ")
     assert "— add_one: passed" in done.stdout
+    assert "IPKernelApp" not in done.stderr  # the kernel's start-up chatter goes to its log, not the terminal
     assert path.read_bytes() == before  # the source notebook is never written
     assert sorted(p.name for p in (lab.root / PART).iterdir()) == part_files  # nothing beside it either
     executed = lab.root / ".llm_algo" / "executed" / PART / "02_Tiny.solutions.ipynb"
@@ -52,3 +53,19 @@ def test_run_reports_a_failing_solution(lab: Lab) -> None:
     assert "\x1b[" not in done.stdout  # no terminal colour codes from the kernel's traceback
     assert path.read_bytes() == before
     assert (lab.root / ".llm_algo" / "executed" / PART / "02_Tiny.solutions.ipynb").exists()
+
+
+def test_a_learners_failed_check_is_not_marked_done() -> None:
+    """`run` on a learner's notebook: ✓ only when every check passed; a failed exercise is not ✓ (issue 19, 7)."""
+    from types import SimpleNamespace
+
+    from llm_algo.__main__ import run_mark
+
+    def report(error: str = "", **checks: str):
+        return SimpleNamespace(error=error, checks=checks, ok=not error and all(v == "passed" for v in checks.values()))
+
+    assert run_mark(report(a="passed", b="passed"), solutions=False) == "✓"
+    assert run_mark(report(a="passed", b="failed"), solutions=False) == "·"
+    assert run_mark(report(a="not attempted"), solutions=False) == "·"
+    assert run_mark(report("the kernel died", a="passed"), solutions=False) == "✗"
+    assert run_mark(report(a="failed"), solutions=True) == "✗"
