@@ -112,14 +112,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_build(args: argparse.Namespace) -> int:
     from .authoring.builder import HandEdited, build_all
-    from .authoring.part_index import write_part_readmes
+    from .authoring.part_index import write_part_readmes, write_readme
 
     try:
         written = build_all(args.lessons, force=args.force)
     except HandEdited as exc:
         print(f"build: {exc}")
         return 1
-    for path in written + write_part_readmes():
+    for path in [*written, *write_part_readmes(), write_readme()]:
         print(f"wrote {path}")
     return 0
 

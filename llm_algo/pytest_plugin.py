@@ -71,6 +71,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="(maintainers) in one pass: every untouched skeleton not attempted, solutions pass, mutants rejected",
     )
+    group.addoption(
+        "--lesson",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="grade only these lessons: an id (p02.rope), a slug (rope), a part (p02) or a glob (p03.flash*); repeatable",
+    )
     group.addoption("--check-timeout", default=None, help=CHECK_TIMEOUT.help)
     group.addoption("--grade-untouched", action="store_true", default=None, help=GRADE_UNTOUCHED.help)
     group.addoption("--grading-jobs", default=None, help=GRADING_JOBS.help)
@@ -188,8 +195,29 @@ def _checks_of(lesson_id: str):
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector):
     if is_lesson_path(file_path):
+        wanted = parent.config.getoption("lesson")
+        if wanted and not _lesson_selected(file_path, wanted):
+            return None
         return LessonFile.from_parent(parent, path=file_path)
     return None
+
+
+def lesson_matches(lesson_id: str, pattern: str) -> bool:
+    """`p02.rope` (the id), `rope` (the slug, in any part), `p02` (a part) or a glob (`p03.flash*`). Unlike `-k`,
+    which matches any substring of any check's name (`-k rope` also picks `properties` checks)."""
+    import fnmatch
+
+    part, _, slug = lesson_id.partition(".")
+    pattern = pattern.lower()
+    return pattern in (lesson_id, slug, part) or fnmatch.fnmatchcase(lesson_id, pattern)
+
+
+def _lesson_selected(path: Path, patterns: list[str]) -> bool:
+    try:
+        lesson_id = read_lesson(path).id
+    except (NotebookError, FileNotFoundError):
+        return True  # a broken notebook is reported, whatever was asked for
+    return any(lesson_matches(lesson_id, p) for p in patterns)
 
 
 class LessonFile(pytest.File):

@@ -1,12 +1,15 @@
-"""Each part's README.md: an index of its lessons, written from the notebooks' metadata by
-`python -m llm_algo build` and kept in step by a package test."""
+"""Each part's README.md, and the part table of the top README: what exists (from the notebooks' metadata) and what is
+coming (the planned lessons of `authoring/curriculum.toml` that have no notebook yet). Written by
+`python -m llm_algo build` and kept in step by a package test, so that they cannot promise what is not there."""
 
 from __future__ import annotations
 
+import re
+import tomllib
 from pathlib import Path
 
 from ..notebook import read_lesson
-from ..paths import part_dirs
+from ..paths import part_dirs, repo_root
 
 PARTS = {
     "00_Prerequisites": ("Python, NumPy and PyTorch for LLM work", "LLM 工作所需的 Python、NumPy 与 PyTorch"),
@@ -18,6 +21,44 @@ PARTS = {
 }
 
 
+PART_SUMMARIES = {  # what you build, for the top README's table (English, 中文)
+    "00_Prerequisites": ("Python, NumPy and PyTorch for LLM work", "LLM 所需的 Python、NumPy 与 PyTorch"),
+    "01_Hardware_Math_Systems": (
+        "the numbers behind LLM systems: FLOPs, memory, roofline, communication",
+        "LLM 系统背后的数字：计算量、显存、屋顶线、通信",
+    ),
+    "02_PyTorch_Algorithms": (
+        "model blocks, training, alignment, inference and parallelism in PyTorch",
+        "用 PyTorch 实现模型组件、训练、对齐、推理与并行",
+    ),
+    "03_Triton_Kernels": (
+        "GPU kernels in Triton, graded on a CPU through Triton's interpreter",
+        "Triton GPU 算子（CPU 上经解释器评分）",
+    ),
+    "04_CUDA_Systems": ("CUDA C++ kernels and systems", "CUDA C++ 算子与系统"),
+    "05_Projects": ("end-to-end projects on your own components", "用你自己的组件完成端到端项目"),
+}
+README_BEGIN, README_END = "<!-- parts:{lang}:begin -->", "<!-- parts:{lang}:end -->"
+
+
+def planned() -> dict[str, dict[str, str]]:
+    """{part: {lesson id: title}} from authoring/curriculum.toml (empty where the file is absent)."""
+    path = repo_root() / "authoring" / "curriculum.toml"
+    if not path.exists():
+        return {}
+    with path.open("rb") as handle:
+        return tomllib.load(handle)
+
+
+def _built_ids(part: Path) -> list[str]:
+    return [read_lesson(path).id for path in sorted(part.glob("*.ipynb"))]
+
+
+def coming(part: Path) -> dict[str, str]:
+    built = set(_built_ids(part))
+    return {lesson_id: title for lesson_id, title in planned().get(part.name, {}).items() if lesson_id not in built}
+
+
 def part_readme(part: Path) -> str:
     title_en, title_zh = PARTS.get(part.name, (part.name, part.name))
     lines = [
@@ -27,9 +68,10 @@ def part_readme(part: Path) -> str:
         "",
     ]
     lessons = [read_lesson(path) for path in sorted(part.glob("*.ipynb"))]
+    later = coming(part)
     if not lessons:
         lines.append("No lessons here yet. 本部分的课程正在编写中。")
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines + _coming_lines(later)) + "\n"
     lines += [
         "| notebook | id | lesson | 课程 | difficulty | device | minutes | prerequisites |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -41,7 +83,45 @@ def part_readme(part: Path) -> str:
             f"| [{lesson.path.name}]({lesson.path.name}) | `{lesson.id}` | {meta['title']['en']} | {meta['title']['zh']} "
             f"| {meta['difficulty']} | {meta['device']} | {meta['minutes']} | {prerequisites} |"
         )
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _coming_lines(later)) + "\n"
+
+
+def _coming_lines(later: dict[str, str]) -> list[str]:
+    if not later:
+        return []
+    return [
+        "",
+        f"**Coming** ({len(later)} planned, not written yet · 计划中、尚未完成的课程): "
+        + "; ".join(f"`{lesson_id}` {title}" for lesson_id, title in later.items()),
+    ]
+
+
+def readme_table(lang: str) -> str:
+    """The top README's part table: each part, what you build, the lessons there now and the ones coming."""
+    en = lang == "en"
+    head = "| part | what you build | lessons | coming |" if en else "| 部分 | 内容 | 已有课程 | 计划中 |"
+    lines = [head, "| --- | --- | --- | --- |"]
+    for part in part_dirs():
+        now, later = len(_built_ids(part)), len(coming(part))
+        what = PART_SUMMARIES.get(part.name, (part.name, part.name))[0 if en else 1]
+        lines.append(f"| [{part.name}]({part.name}/README.md) | {what} | {now} | {later or '—'} |")
+    return "\n".join(lines)
+
+
+def readme_with_tables(text: str) -> str:
+    """README.md with its generated regions (between the parts:LANG:begin/end markers) rewritten."""
+    for lang in ("en", "zh"):
+        begin, end = README_BEGIN.format(lang=lang), README_END.format(lang=lang)
+        pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.DOTALL)
+        region = f"{begin}\n{readme_table(lang)}\n{end}"
+        text = pattern.sub(lambda _, region=region: region, text)
+    return text
+
+
+def write_readme() -> Path:
+    path = repo_root() / "README.md"
+    path.write_text(readme_with_tables(path.read_text(encoding="utf-8")), encoding="utf-8")
+    return path
 
 
 def write_part_readmes() -> list[Path]:

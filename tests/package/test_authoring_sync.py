@@ -39,3 +39,25 @@ def test_part_index_is_what_the_notebooks_build(real_repo: Path, part: Path) -> 
     assert readme.read_text(encoding="utf-8") == part_readme(part), (
         f"{part.name}/README.md is out of date: run `python -m llm_algo build`"
     )
+
+
+def test_readme_part_table_is_what_the_notebooks_build(real_repo: Path) -> None:
+    """The README cannot promise lessons that do not exist (issue 19, item 5): its part tables are generated."""
+    from llm_algo.authoring.part_index import readme_table, readme_with_tables
+
+    readme = (real_repo / "README.md").read_text(encoding="utf-8")
+    assert "<!-- parts:en:begin -->" in readme and "<!-- parts:zh:begin -->" in readme
+    assert readme == readme_with_tables(readme), (
+        "README.md's part tables are out of date: run `python -m llm_algo build`"
+    )
+    for lang in ("en", "zh"):
+        assert readme_table(lang) in readme
+
+
+def test_every_lesson_is_in_the_plan(real_repo: Path) -> None:
+    """authoring/curriculum.toml lists every lesson that exists (a lesson outside it would never show as planned)."""
+    from llm_algo.authoring.part_index import _built_ids, planned
+
+    plan = planned()
+    missing = [(p.name, i) for p in PARTS for i in _built_ids(p) if i not in plan.get(p.name, {})]
+    assert not missing, f"add these to authoring/curriculum.toml: {missing}"

@@ -64,3 +64,22 @@ def test_the_summary_says_which_saved_version_was_graded(tmp_path):
     assert lines[1].startswith("  a.ipynb — saved ") and lines[1].endswith("just now")
     assert lines[2].startswith("  … and 1 more, the oldest saved ") and lines[2].endswith("10 min ago")
     assert saved_files_lines(tmp_path, []) == []
+
+
+def test_lesson_selects_lessons_not_substrings_of_check_names():
+    """`-k rope` picks every check whose name contains "rope" (`properties`, an MLA check); `--lesson rope` picks the
+    RoPE lessons (issue 19, item 7)."""
+    from llm_algo.pytest_plugin import lesson_matches
+
+    assert lesson_matches("p02.rope", "rope") and lesson_matches("p03.rope", "rope")
+    assert not lesson_matches("p02.mla", "rope") and not lesson_matches("p01.cost_model", "rope")
+    assert lesson_matches("p02.rope", "p02.rope") and not lesson_matches("p03.rope", "p02.rope")
+    assert lesson_matches("p03.flash_attention_fwd", "p03.flash*") and lesson_matches("p01.roofline", "p01")
+    assert lesson_matches("p02.rope", "RoPE")
+
+
+def test_lesson_option_collects_only_the_named_lessons(lab):
+    lab.add_lesson("p02.tiny", "02_Tiny.ipynb", solved=True)
+    lab.add_lesson("p02.other", "03_Other.ipynb", solved=True)
+    run = lab.run_pytest("-q", "-p", "no:cacheprovider", "--collect-only", "--lesson", "other")
+    assert "03_Other.ipynb" in run.output and "02_Tiny.ipynb" not in run.output
