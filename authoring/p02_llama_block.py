@@ -11,7 +11,7 @@ def build() -> LessonBuilder:
         title_zh="Llama 解码器层",
         difficulty="medium",
         device="cpu",
-        minutes=60,
+        minutes=40,
         prerequisites=["p02.rmsnorm", "p02.swiglu", "p02.rope", "p02.attention_mha_gqa"],
     )
     lesson.title(
@@ -37,6 +37,7 @@ def build() -> LessonBuilder:
         - **问题**：Llama 就是同一个 decoder block 重复堆叠（Llama-2-7B 32 层、Llama-3-70B 80 层）；本节用前几节自己写的 RMSNorm、RoPE、SwiGLU 和 attention 拼出与 Hugging Face `LlamaDecoderLayer` 逐数相同的 block。
         - **Attention 层**：`q_proj`/`k_proj`/`v_proj` 输出 `(B, T, H·D)`，先 `view(B, T, H, D)` 再 `transpose` 成 `(B, H, T, D)`；对 Q 和 K 按 `position_ids` 施加 RoPE，GQA attention（causal + padding mask，KV cache），转置回 `(B, T, H·D)` 后经 `o_proj`。
         - **Pre-norm block**：$h = x + \operatorname{Attn}(\operatorname{RMSNorm}_1(x))$，$y = h + \operatorname{MLP}(\operatorname{RMSNorm}_2(h))$；两个 norm 分别是 `input_layernorm` 和 `post_attention_layernorm`。
+        - **Pre-norm 带来什么**：残差流上有一条不经过 norm 的恒等梯度通路，不再像 post-norm 那样离不开 warm-up；但深层模型仍要小心初始化缩放（GPT-2 的 $1/\sqrt{N}$）、warm-up、学习率和梯度裁剪，残差流的尺度也随深度增长，所以输出头前还要一个 `model.norm`。
         - **参数名**：与 checkpoint 完全一致，才能加载 Hugging Face 权重。
         - **KV cache**：block 把 cache 传给 attention 层，逐 token 解码应与整段重算一致。
         - **易错点**：拆分或合并头时不转置（形状对但数值错）、只旋转 query、位置用 `arange` 而非 `position_ids`、忘记 causal 或 padding mask、post-norm、残差加到归一化后的输入上、两次用同一个 norm、MLP 读取 $x$ 而不是 $h$、cache 未传入。
@@ -56,9 +57,20 @@ def build() -> LessonBuilder:
         $$
 
         The **residual stream** $x \to h \to y$ is never normalised inside the block: each branch reads a normalised
-        copy and *adds* its result. A gradient reaching $y$ flows straight back to $x$ through the two additions, so
-        an 80-layer stack trains as easily as a 2-layer one. The price: the stream's scale grows with depth, which is
-        why the model needs one more RMSNorm (`model.norm`) before the output head.
+        copy and *adds* its result, so $\partial y / \partial x = I + (\text{terms through the two branches})$. A
+        gradient reaching the top of an $L$-layer stack reaches every layer through an identity path that no norm
+        rescales. That is what pre-norm buys: Xiong et al. show that at initialisation the gradients near the output
+        of a post-norm Transformer are large, which is why it needs a learning-rate warm-up, while pre-norm's are well
+        behaved, and they train pre-norm models without one.
+
+        It does not make depth free. The stream's scale grows with depth (the figure after exercise `LlamaBlock`), so each
+        later branch moves it relatively less, and the model needs one more RMSNorm (`model.norm`) before the output
+        head. Deep pre-norm models are still trained with care: GPT-2 scales the initial weights of the residual
+        layers by $1/\sqrt{N}$ ($N$ residual layers) so that the sum of $N$ branch outputs does not grow with depth
+        (Radford et al., 2019, §2.3); Llama 2 uses a 2000-step warm-up, a peak learning rate that shrinks with size
+        (3e-4 for 7B and 13B, 1.5e-4 for 34B and 70B) and gradient clipping at 1.0 (Touvron et al., 2023, §2.2 and
+        Table 1); and the loss spikes of large runs led to further fixes such as QK-norm
+        ([p02.architecture_tricks](11_Architecture_Tricks.ipynb)).
 
         ## 2. The attention layer, with shapes
 

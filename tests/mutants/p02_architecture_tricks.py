@@ -34,21 +34,21 @@ MUTANTS = [
         "normalises k with q's gain (a copy-paste slip)",
         [("rms_norm(k_heads, k_weight, eps)", "rms_norm(k_heads, q_weight, eps)")],
     ),
-    # sliding_window_mask
+    # sliding_window: the mask
     Mutant(
-        "sliding_window_mask",
+        "sliding_window",
         "top_left_alignment",
         "puts query i at position i (top-left), wrong whenever q_len < kv_len",
         [("torch.arange(kv_len - q_len, kv_len)", "torch.arange(q_len)")],
     ),
     Mutant(
-        "sliding_window_mask",
+        "sliding_window",
         "window_off_by_one",
         "distance <= window: every query sees window + 1 keys",
         [("& (distance < window)", "& (distance <= window)")],
     ),
     Mutant(
-        "sliding_window_mask",
+        "sliding_window",
         "window_without_causality",
         "a symmetric band |i - j| < window: future keys inside the window leak in",
         [
@@ -56,28 +56,81 @@ MUTANTS = [
             ("allowed & (distance < window)", "allowed & (distance.abs() < window)"),
         ],
     ),
-    # parallel_block
+    # sliding_window: the rolling buffer cache
     Mutant(
-        "parallel_block",
+        "sliding_window",
+        "ring_read_in_storage_order",
+        "reads slots 0 .. P-1 as they are stored: right until the ring wraps, then the mask hides the wrong key",
+        [("slots = past % W", "slots = torch.arange(past.numel())")],
+    ),
+    Mutant(
+        "sliding_window",
+        "write_before_read",
+        "writes the new chunk into the ring before gathering the past: a chunk's first queries lose keys in their window",
+        [
+            (
+                "past = torch.arange(max(0, self.seen - W), self.seen)",
+                "kept = torch.arange(self.seen, self.seen + T)[-W:]\n"
+                "        self.keys[:, :, kept % W] = k[:, :, T - len(kept):]\n"
+                "        self.values[:, :, kept % W] = v[:, :, T - len(kept):]\n"
+                "        past = torch.arange(max(0, self.seen - W), self.seen)",
+            ),
+            (
+                "kept = torch.arange(self.seen, self.seen + T)[-W:]                # the last min(T, W) new positions\n"
+                "        self.keys[:, :, kept % W] = k[:, :, T - len(kept):]\n"
+                "        self.values[:, :, kept % W] = v[:, :, T - len(kept):]\n"
+                "        self.seen += T",
+                "self.seen += T",
+            ),
+        ],
+    ),
+    Mutant(
+        "sliding_window",
+        "keeps_first_positions_of_long_chunk",
+        "writes the first W positions of a chunk longer than the window instead of the last W",
+        [
+            ("torch.arange(self.seen, self.seen + T)[-W:]", "torch.arange(self.seen, self.seen + T)[:W]"),
+            ("self.keys[:, :, kept % W] = k[:, :, T - len(kept):]", "self.keys[:, :, kept % W] = k[:, :, :len(kept)]"),
+            (
+                "self.values[:, :, kept % W] = v[:, :, T - len(kept):]",
+                "self.values[:, :, kept % W] = v[:, :, :len(kept)]",
+            ),
+        ],
+    ),
+    Mutant(
+        "sliding_window",
+        "seen_advances_by_one",
+        "counts one position per update, whatever the chunk length",
+        [("self.seen += T", "self.seen += 1")],
+    ),
+    Mutant(
+        "sliding_window",
+        "cache_mask_without_window",
+        "masks the gathered keys causally only: a long prompt's queries see further back than the window",
+        [("mask = sliding_window_mask(T, keys.shape[2], W)", "mask = sliding_window_mask(T, keys.shape[2])")],
+    ),
+    # parallel_and_tied: the parallel block
+    Mutant(
+        "parallel_and_tied",
         "sequential_block",
         "the Llama wiring: the MLP reads norm(x + attention(norm(x)))",
         [("return x + attention(h) + mlp(h)", "r = x + attention(h); return r + mlp(norm(r))")],
     ),
     Mutant(
-        "parallel_block",
+        "parallel_and_tied",
         "mlp_reads_raw_x",
         "feeds the un-normalised x to the MLP",
         [("return x + attention(h) + mlp(h)", "return x + attention(h) + mlp(x)")],
     ),
     Mutant(
-        "parallel_block",
+        "parallel_and_tied",
         "no_residual",
         "returns attention(h) + mlp(h) without the residual x",
         [("return x + attention(h) + mlp(h)", "return attention(h) + mlp(h)")],
     ),
-    # tied_embeddings
+    # parallel_and_tied: tied embeddings
     Mutant(
-        "tied_embeddings",
+        "parallel_and_tied",
         "copied_not_tied",
         "copies the embedding weight into the head: equal at initialisation, two parameters afterwards",
         [
@@ -88,37 +141,37 @@ MUTANTS = [
         ],
     ),
     Mutant(
-        "tied_embeddings",
+        "parallel_and_tied",
         "scale_on_logits_too",
         "multiplies the logits by embed_scale as well",
         [("return self.lm_head(hidden)", "return self.lm_head(hidden) * self.embed_scale")],
     ),
     Mutant(
-        "tied_embeddings",
+        "parallel_and_tied",
         "scale_ignored",
         "forgets Gemma's embedding scale",
         [("self.embed_tokens(input_ids) * self.embed_scale", "self.embed_tokens(input_ids)")],
     ),
-    # soft_cap
+    # softcap_attention: soft_cap
     Mutant(
-        "soft_cap",
+        "softcap_attention",
         "tanh_without_division",
         "cap * tanh(x): saturates at |x| of about 2 whatever the cap",
         [("cap * torch.tanh(x.to(compute_dtype) / cap)", "cap * torch.tanh(x.to(compute_dtype))")],
     ),
     Mutant(
-        "soft_cap",
+        "softcap_attention",
         "hard_clamp",
         "clamps to [-cap, cap]: the same range, but identity inside and zero gradient outside",
         [("cap * torch.tanh(x.to(compute_dtype) / cap)", "x.to(compute_dtype).clamp(-cap, cap)")],
     ),
     Mutant(
-        "soft_cap",
+        "softcap_attention",
         "forgets_to_multiply",
         "tanh(x / cap): squashes every logit into (-1, 1)",
         [("cap * torch.tanh(x.to(compute_dtype) / cap)", "torch.tanh(x.to(compute_dtype) / cap)")],
     ),
-    # softcap_attention
+    # softcap_attention: the attention
     Mutant(
         "softcap_attention",
         "mask_before_cap",
