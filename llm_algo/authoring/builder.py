@@ -25,22 +25,13 @@ from pathlib import Path
 
 import nbformat
 
+from ..colab import bootstrap_code, colab_url
 from ..module_files import load_module
 from ..notebook import source_hash
 from ..paths import repo_root
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
-REPO_URL = "https://github.com/llm-algo-lab/llm-algo-lab"
-COLAB_URL = "https://colab.research.google.com/github/llm-algo-lab/llm-algo-lab/blob/main"
 STOP_MARKER = "## 🛑 STOP"
-COLAB_BOOTSTRAP = f'''import sys
-if "google.colab" in sys.modules:  # Colab: fetch the course and its grader once per runtime
-    import pathlib, subprocess
-    if not pathlib.Path("/content/llm-algo-lab").exists():
-        subprocess.run(["git", "clone", "-q", "--depth=1", "{REPO_URL}", "/content/llm-algo-lab"], check=True)
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "/content/llm-algo-lab"], check=True)
-    sys.path.insert(0, "/content/llm-algo-lab")
-'''
 
 
 def skeleton(solution: str) -> str:
@@ -108,7 +99,7 @@ class LessonBuilder:
         """Title, badges, and a link to each prerequisite's notebook (found in the authoring sources)."""
         badges = " ".join(
             [
-                f"[![Open in Colab](https://colab.research.google.com/assets/colab-badge.svg)]({COLAB_URL}/{self.path})",
+                f"[![Open in Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab_url()}/{self.path})",
                 f"![difficulty: {self.difficulty}](https://img.shields.io/badge/difficulty-{self.difficulty}-blue)",
                 f"![device: {self.device}](https://img.shields.io/badge/device-{self.device}-green)",
                 f"![time: {self.minutes} min](https://img.shields.io/badge/time-{self.minutes}%20min-orange)",
@@ -134,7 +125,7 @@ class LessonBuilder:
     def setup(self, code: str) -> None:
         device = "lesson.triton_device" if self.triton else "lesson.device"
         source = (
-            f'{COLAB_BOOTSTRAP}\nfrom llm_algo import setup_lesson\n\nlesson = setup_lesson("{self.id}")  # picks the device first\n'
+            f'{bootstrap_code()}\nfrom llm_algo import setup_lesson\n\nlesson = setup_lesson("{self.id}")  # picks the device first\n'
             f"check, DEVICE = lesson.check, {device}\n\n{_dedent(code)}"
         )
         self._add(nbformat.v4.new_code_cell(source.rstrip()), "setup", "setup")

@@ -109,13 +109,22 @@ def readme_table(lang: str) -> str:
 
 
 def readme_with_tables(text: str) -> str:
-    """README.md with its generated regions (between the parts:LANG:begin/end markers) rewritten."""
+    """README.md with its generated parts rewritten: the part tables (between the parts:LANG:begin/end markers) and
+    the clone command (from the repository address in pyproject.toml)."""
     for lang in ("en", "zh"):
         begin, end = README_BEGIN.format(lang=lang), README_END.format(lang=lang)
         pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.DOTALL)
         region = f"{begin}\n{readme_table(lang)}\n{end}"
         text = pattern.sub(lambda _, region=region: region, text)
-    return text
+    return _clone_line(text)
+
+
+def _clone_line(text: str) -> str:
+    from ..colab import repository
+
+    url = repository()
+    name = url.rsplit("/", 1)[-1].removesuffix(".git")
+    return re.sub(r"git clone \S+ && cd \S+", f"git clone {url} && cd {name}", text)
 
 
 def write_readme() -> Path:

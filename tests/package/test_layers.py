@@ -9,7 +9,18 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "llm_algo"
 
 LAYERS = [  # lowest first; a name is a top-level module or subpackage of llm_algo
-    {"paths", "settings", "outcome", "notebook", "progress", "device", "state_files", "module_files", "check_index"},
+    {
+        "paths",
+        "settings",
+        "outcome",
+        "notebook",
+        "progress",
+        "device",
+        "state_files",
+        "module_files",
+        "check_index",
+        "colab",
+    },
     {"check"},
     {"references", "distributed"},
     {"mutation"},
