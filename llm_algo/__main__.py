@@ -150,6 +150,19 @@ def cmd_mutate(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_update(args: argparse.Namespace) -> int:
+    from .update import UpdateError, update
+
+    try:
+        report = update(ref=args.ref)
+    except UpdateError as exc:
+        print(f"update: {exc}")
+        return 1
+    for line in report.lines():
+        print(f"update: {line}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m llm_algo", description="LLM Algo Lab: lessons, grading and tools")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -168,6 +181,11 @@ def main(argv: list[str] | None = None) -> int:
         func=cmd_progress
     )
     commands.add_parser("doctor", help="what this machine can run").set_defaults(func=cmd_doctor)
+    update = commands.add_parser(
+        "update", help="take the course's new version (git pull) and keep every exercise cell you wrote"
+    )
+    update.add_argument("--ref", help="merge this git ref (fast-forward only) instead of pulling")
+    update.set_defaults(func=cmd_update)
     bench = commands.add_parser("bench", help="time a kernel lesson's reference solution (or yours) against PyTorch")
     bench.add_argument("lesson", help="lesson id, e.g. p03.softmax")
     bench.add_argument("--mine", action="store_true", help="time the kernel in your notebook instead of the reference")

@@ -27,7 +27,7 @@ LAYERS = [  # lowest first; a name is a top-level module or subpackage of llm_al
     {"grading"},
     {"session", "session_report"},
     {"worker"},
-    {"pytest_plugin", "headless", "bench", "doctor", "authoring", "__main__", "__init__"},
+    {"pytest_plugin", "headless", "bench", "doctor", "authoring", "update", "__main__", "__init__"},
 ]
 FRONT_ENDS_IN_MUTATION = {"generate", "run", "report"}  # `mutate`'s own modules: a front end living in mutation/
 
