@@ -22,7 +22,7 @@ LAYERS = [  # lowest first; a name is a top-level module or subpackage of llm_al
         "colab",
     },
     {"check"},
-    {"references", "distributed"},
+    {"references", "distributed", "cuda"},
     {"mutation"},
     {"grading"},
     {"session", "session_report"},
