@@ -88,8 +88,11 @@ def build() -> LessonBuilder:
         schedule on $\eta$ also schedules the decay; the paper has a separate multiplier). And $\varepsilon$ is added
         *after* the square root and *after* the bias correction of $v$: $\sqrt{\hat v} + \varepsilon$, not
         $\sqrt{\hat v + \varepsilon}$ and not $\sqrt{v} + \varepsilon$ then corrected. These give different numbers
-        whenever gradients are small, which is exactly where $\varepsilon$ matters (bf16 gradients of $10^{-8}$ do
-        occur in the late layers of large models).
+        whenever gradients are small, which is exactly where $\varepsilon$ matters: with $\sqrt{\hat v} \approx |g|$
+        the step is shrunk by the factor $|g| / (|g| + \varepsilon)$, 1% at $|g| = 10^{-6}$ and half at
+        $|g| = \varepsilon = 10^{-8}$. Wortsman et al. (2023, *Small-scale proxies for large-scale Transformer
+        training instabilities*) observe the gradient RMS shrinking as models grow, towards that range, and find that
+        a smaller $\varepsilon$ restores the damped updates.
 
         **AMSGrad** (Reddi et al., 2018) keeps $v_{\max} = \max(v_{\max}, v)$ (PyTorch takes the maximum of the
         uncorrected $v$, then bias-corrects it) and divides by that, so a

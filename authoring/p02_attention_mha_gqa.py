@@ -11,7 +11,7 @@ def build() -> LessonBuilder:
         title_zh="注意力机制：MHA、MQA、GQA，掩码与 KV 缓存",
         difficulty="medium",
         device="cpu",
-        minutes=90,
+        minutes=75,
         prerequisites=["p00.numpy_einsum", "p00.tensor_layout", "p00.attention_intro", "p02.rope"],
     )
     lesson.title(
@@ -25,10 +25,11 @@ def build() -> LessonBuilder:
 
         **You will implement** `repeat_kv` (the head grouping), one `attention` function that covers multi-head,
         multi-query and grouped-query attention with causal and padding masks and a query length different from the
-        key length, and a `KVCache` that makes token-by-token decoding give the same numbers as recomputing the
-        whole sequence. **Graded against** `torch.nn.functional.scaled_dot_product_attention` (SDPA) in float64
-        with explicit boolean masks (the oracle) and in the dtype under test (the baseline), `torch.repeat_interleave`,
-        and float64 autograd through SDPA for the gradients.
+        key length, and a preallocated `KVCache` with one length per sequence (a ragged batch), which makes
+        token-by-token decoding give the same numbers as recomputing each sequence in full. **Graded against**
+        `torch.nn.functional.scaled_dot_product_attention` (SDPA) in float64 with explicit boolean masks (the oracle)
+        and in the dtype under test (the baseline), `torch.repeat_interleave`, float64 autograd through SDPA for the
+        gradients, and, for the cache, a plain list of tensors per sequence under random ragged workloads.
     """,
     )
     lesson.md(r"""
@@ -38,8 +39,8 @@ def build() -> LessonBuilder:
         - **形状**：$Q$ 为 `(B, H, S_q, D)`，$K, V$ 为 `(B, H_kv, S_k, D)`；`repeat_kv` 把每个 KV 头连续复制 $H/H_{kv}$ 次，query 头 $h$ 使用 KV 头 $\lfloor h/(H/H_{kv})\rfloor$（`repeat_interleave` 顺序，不是 `.repeat` 的平铺）。MHA 与 MQA 是 $H_{kv}=H$ 和 $H_{kv}=1$ 的特例。
         - **公式**：$\operatorname{softmax}(QK^\top/\sqrt D + \text{mask})V$；scores 和 softmax 在 float32 中计算。
         - **mask**：$S_q \ne S_k$ 时 causal mask 是右下对齐的：query $i$ 能看到 key $j \le i + S_k - S_q$；padding mask 作用在 key 轴上；没有可见 key 的行输出 0，而不是 NaN。
-        - **KV cache**：每步把新 K/V 沿序列轴拼接到缓存后返回全部 K/V；长度按位置数计，逐 token 解码与整段重算结果一致。
-        - **易错点**：KV 头平铺、用 SDPA 的左上三角 causal mask、mask 少了对角线、缩放用 $1/D$、padding mask 放在 query 轴、全 mask 行变 NaN、用 `finfo.min` 代替 `-inf`、cache 只返回新 token 或被覆盖。
+        - **KV cache**：`torch.cat` 每步复制整个缓存（$n$ 步共 $\approx n^2/2$ 个位置）；改为首次 `update` 时预分配 `(B, H_kv, max_len, D)`，原地写入。每条序列有自己的长度 `lengths[b]`（ragged batch），新块写在各自的位置，超过 `max_len` 时在写入前报错；返回有效前缀 `keys[:, :, :length]`（视图，不复制）和 `key_mask()`：$j < \text{lengths}[b]$。
+        - **易错点**：KV 头平铺、用 SDPA 的左上三角 causal mask、mask 少了对角线、缩放用 $1/D$、padding mask 放在 query 轴、全 mask 行变 NaN、用 `finfo.min` 代替 `-inf`；cache 只返回新 token、所有行写在同一列、把 padding 列也计入长度、越界时先写后报错、返回整个缓冲区或副本。
     """)
     lesson.md(r"""
         ## 1. The problem: attention reads the whole past at every step
@@ -77,7 +78,10 @@ def build() -> LessonBuilder:
 
         - `q`: $(B, H_q, S_q, D)$, `k`, `v`: $(B, H_{kv}, S_k, D)$, with $H_q = g \cdot H_{kv}$ for an integer group
           size $g$ (`n_rep` in Hugging Face's code).
-        - **MHA**: $g = 1$. **MQA**: $H_{kv} = 1$, $g = H_q$. **GQA**: anything in between (Llama 3: $g = 4$).
+        - **MHA**: $g = 1$. **MQA**: $H_{kv} = 1$, $g = H_q$. **GQA**: anything in between. The group size depends on
+          the model, not the family: Llama-3-8B has 32 query heads over 8 KV heads ($g = 4$), Llama-3-70B 64 over 8
+          ($g = 8$) (`num_attention_heads` and `num_key_value_heads` in the `config.json` of
+          `meta-llama/Meta-Llama-3-8B` and `meta-llama/Meta-Llama-3-70B` on the Hugging Face Hub).
 
         Query head $h$ uses key/value head $\lfloor h / g \rfloor$: consecutive query heads share a KV head. For each
         batch row $b$ and query head $h$,
@@ -251,53 +255,193 @@ def build() -> LessonBuilder:
         mask, which for $S_q = 1$ lets it see everything. If the cache is right, the step's output equals row $t$ of
         a full causal attention over all $t + 1$ tokens, to rounding.
 
-        Write a cache for one layer: `update(k, v)` takes the new keys and values, $(B, H_{kv}, S_{new}, D)$,
-        appends them along the sequence axis (dim 2), and returns all cached keys and values so far,
-        $(B, H_{kv}, S_{past} + S_{new}, D)$. `length` is the number of cached positions (0 when empty). It
-        stores $H_{kv}$ heads, not $H_q$: repeat after the cache, never before, or GQA saves nothing.
+        **Why not `torch.cat`?** The obvious cache appends with `torch.cat((keys, k), dim=2)`. That allocates a new
+        tensor and copies the whole cache at every step: after $n$ steps it has written $\sum_t t \approx n^2/2$
+        positions instead of $n$. For Llama-3-8B (128 KiB per token over all layers) a 4,096-token generation copies
+        $4096^2/2 \times 128$ KiB $= 1$ TiB, against 512 MiB of new keys and values; and the cache changes shape at
+        every step, which rules out CUDA graphs and a `torch.compile`d decode step. Production caches
+        **preallocate** $(B, H_{kv}, L_{max}, D)$ once and write each step's few positions in place: Hugging Face's
+        `StaticCache` (it allocates on the first update, when the batch, heads, dtype and device are known, then
+        `index_copy_`s the new positions in), TensorRT-LLM's KV pools, vLLM's paged blocks.
+
+        **Ragged batches.** Prompts in one batch have different lengths, and a server keeps every sequence at its
+        own length: row $b$ holds `lengths[b]` positions, and its next chunk is written at columns `lengths[b]`,
+        `lengths[b] + 1`, ... of its own row. A chunk is $(B, H_{kv}, S_{new}, D)$ with row $b$'s first
+        `num_new[b]` columns real (the rest is padding and is never stored): a right-padded prefill passes the prompt
+        lengths, a decode step passes ones, a paused or finished sequence passes 0. Attention then reads the
+        **valid prefix** `keys[:, :, :length]`, `length = max(lengths)`, a view of the buffer (no copy), with a key
+        mask that hides the columns row $b$ has not written (they hold zeros or stale values):
+
+        $$
+        \text{key\_mask}[b, j] = \big(j < \text{lengths}[b]\big), \qquad
+        \text{key\_mask} \in \{0, 1\}^{B \times \text{length}} .
+        $$
+
+        A decode step of a ragged batch is then `attention(q, k_all, v_all, key_padding_mask=cache.key_mask())`. (A
+        chunk of several tokens on rows of *different* lengths also needs a causal mask per row, since the
+        bottom-right rule assumes one length for the batch: lesson `p02.kv_cache` builds it.)
+
+        **Write the cache of one layer.** `KVCache(max_len)` reserves `max_len` positions per sequence (4096 by
+        default, plenty for this course's tiny models; an engine sizes it from the model's context and its memory
+        budget). `update(k, v, num_new=None)`:
+
+        1. Validate: `k` $(B, H_{kv}, S_{new}, D_k)$ and `v` $(B, H_{kv}, S_{new}, D_v)$, 4-D, with the same first
+           three sizes ($D_v \ne D_k$ is allowed: the MLA lesson caches a 512-wide latent next to a 64-wide RoPE
+           key); after the first update, the batch, heads, head sizes and dtypes of the buffers; `num_new` $(B,)$
+           with values in $[0, S_{new}]$ (`None` means $S_{new}$ for every row). Refuse a write that would take any
+           row past `max_len` **before writing anything**, with a `ValueError` that names the row.
+        2. On the first update, allocate `keys` $(B, H_{kv}, L_{max}, D_k)$ and `values` $(B, H_{kv}, L_{max}, D_v)$
+           (zeros, in `k`'s and `v`'s dtype and device) and `lengths` $(B,)$ int64 zeros.
+        3. Write row $b$'s first `num_new[b]` columns at positions `lengths[b]`, ...; advance `lengths`; set
+           `length` to the largest.
+        4. Return the views `keys[:, :, :length]` and `values[:, :, :length]`.
+
+        `key_mask()` returns the $(B, \text{length})$ mask above. The cache stores $H_{kv}$ heads, not $H_q$: repeat
+        after the cache, never before, or GQA saves nothing. Called with `num_new=None` every time, the cache returns
+        exactly what a `torch.cat` cache would (the Llama block, the tiny Llama and MLA of the next lessons use it
+        that way), for a fraction of the memory traffic.
     """)
     lesson.exercise(
         "KVCache",
         r'''
         class KVCache:
-            """Keys and values of one attention layer, grown along the sequence axis.
+            """Keys and values of one attention layer, preallocated, with one length per sequence.
 
-            update(k, v): k, v (B, H_kv, S_new, D) -> (k_all, v_all), each (B, H_kv, length, D)
-            length:       int, the number of cached positions (0 before the first update)
+            KVCache(max_len):  room for max_len positions per sequence; the buffers are allocated by the first update
+            update(k, v, num_new=None):
+                k (B, H_kv, S_new, D_k), v (B, H_kv, S_new, D_v); row b's first num_new[b] columns are real
+                (num_new: (B,) ints in [0, S_new]; None = S_new for every row), written at positions lengths[b], ...
+                returns (k_all, v_all): the views keys[:, :, :length], values[:, :, :length]
+            lengths:           (B,) int64, each sequence's cached positions; length: int, their maximum (0 if empty)
+            key_mask():        (B, length) bool, True where row b holds a written position
             """
 
-            def __init__(self):
-                self.keys: torch.Tensor | None = None    # (B, H_kv, length, D) once filled
-                self.values: torch.Tensor | None = None
+            def __init__(self, max_len: int = 4096):
+                if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
+                    raise ValueError(f"max_len must be an int >= 1, got {max_len!r}")
+                self.max_len = max_len
+                self.keys: torch.Tensor | None = None     # (B, H_kv, max_len, D_k) after the first update
+                self.values: torch.Tensor | None = None   # (B, H_kv, max_len, D_v)
+                self.lengths: torch.Tensor | None = None  # (B,) int64
                 self.length = 0
 
-            def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-                # TODO: the first update stores k and v; later ones append along the sequence axis (dim 2)
-                # TODO: keep length equal to the number of cached positions
-                # TODO: return all keys and values cached so far
+            def update(self, k: torch.Tensor, v: torch.Tensor, num_new=None) -> tuple[torch.Tensor, torch.Tensor]:
+                # TODO: refuse (ValueError) k, v that are not 4-D with the same (B, H_kv, S_new), and, after the first
+                #       update, a batch, head count, head size or dtype other than the buffers'
+                # TODO: on the first update allocate keys and values (zeros, max_len positions) and lengths (B,) zeros
+                # TODO: num_new None means S_new for every row; refuse a shape other than (B,), values outside [0, S_new]
+                # TODO: refuse a write that takes a row past max_len, before writing anything (name the row)
+                # TODO: write row b's first num_new[b] columns at positions lengths[b], ...; advance lengths and length
+                # TODO: return the valid prefix of both buffers (views, not copies)
                 ### BEGIN SOLUTION
+                if k.dim() != 4 or v.dim() != 4 or k.shape[:3] != v.shape[:3]:
+                    raise ValueError(f"k and v must be (B, H_kv, S_new, D) with the same B, H_kv and S_new, got "
+                                     f"{tuple(k.shape)} and {tuple(v.shape)}")
+                B, H_kv, S_new = k.shape[:3]
                 if self.keys is None:
-                    self.keys, self.values = k, v  # (B, H_kv, S_new, D)
-                else:
-                    self.keys = torch.cat((self.keys, k), dim=2)  # (B, H_kv, length + S_new, D)
-                    self.values = torch.cat((self.values, v), dim=2)
-                self.length += k.shape[2]
-                return self.keys, self.values
+                    self.keys = k.new_zeros(B, H_kv, self.max_len, k.shape[3])  # (B, H_kv, L_max, D_k)
+                    self.values = v.new_zeros(B, H_kv, self.max_len, v.shape[3])  # (B, H_kv, L_max, D_v)
+                    self.lengths = torch.zeros(B, dtype=torch.long, device=k.device)
+                given = (B, H_kv, k.shape[3], v.shape[3], k.dtype, v.dtype)
+                held = (*self.keys.shape[:2], self.keys.shape[3], self.values.shape[3], self.keys.dtype,
+                        self.values.dtype)
+                if given != held:
+                    raise ValueError(f"this cache holds (B, H_kv, D_k, D_v, dtypes) = {held}, got {given}")
+                if num_new is None:
+                    num_new = [S_new] * B
+                num_new = torch.as_tensor(num_new).long().to(self.lengths.device)
+                if num_new.shape != (B,) or bool((num_new < 0).any()) or bool((num_new > S_new).any()):
+                    raise ValueError(f"num_new must be (B={B},) with values in [0, S_new={S_new}], got {num_new.tolist()}")
+                new_lengths = self.lengths + num_new  # (B,)
+                if bool((new_lengths > self.max_len).any()):
+                    row = int((new_lengths > self.max_len).nonzero()[0])
+                    raise ValueError(f"row {row} would hold {int(new_lengths[row])} positions, more than max_len = "
+                                     f"{self.max_len}; nothing was written")
+                for row in range(B):
+                    start, count = int(self.lengths[row]), int(num_new[row])
+                    self.keys[row, :, start : start + count] = k[row, :, :count]  # (H_kv, count, D_k), in place
+                    self.values[row, :, start : start + count] = v[row, :, :count]
+                self.lengths = new_lengths
+                self.length = int(new_lengths.max())
+                return self.keys[:, :, : self.length], self.values[:, :, : self.length]  # views (B, H_kv, length, D)
+                ### END SOLUTION
+
+            def key_mask(self) -> torch.Tensor:
+                """(B, length) bool, after the first update: column j of row b is real when j < lengths[b]."""
+                # TODO: compare each column index with each row's length
+                ### BEGIN SOLUTION
+                columns = torch.arange(self.length, device=self.lengths.device)  # (length,)
+                return columns[None, :] < self.lengths[:, None]  # (B, length)
                 ### END SOLUTION
     ''',
     )
     lesson.md(r"""
-        The checks prefill a prompt, then decode single tokens and a chunk of three, and compare every step's output
-        (SDPA over the cached keys and values, with a bottom-right mask) with the matching rows of full causal
-        attention over the whole sequence. They also check the returned tensors against the exact concatenation, and
-        `length` after every update.
+        The checks feed uniform chunks (prefill, single tokens, a chunk of three) and compare with the exact
+        concatenation and with full causal attention; run random ragged workloads (rows of different lengths, rows
+        that pause, GQA and MLA-like head sizes, float32, bfloat16, float64) against a plain list of tensors per
+        sequence; decode a ragged batch and compare every row with attention over that row alone; check that the
+        buffers are allocated once and that the returned tensors are views of them; and check that every bad update
+        is refused before it writes anything.
     """)
     lesson.md(r"""
-        ### Decoding with your cache: the memory it holds
+        ### A ragged batch through your cache, and what `torch.cat` would have copied
 
-        The cell below decodes 64 tokens through your `attention` and `KVCache` for a GQA layer and an MHA layer
-        of the same query width, checks each step against full recomputation, and plots how many bytes each cache
-        holds. The lines grow linearly with the context, and the GQA line is $H_q / H_{kv}$ times lower.
+        The cell below prefills three prompts of lengths 7, 3 and 5 (right-padded to 7) and decodes 40 tokens, the
+        second sequence pausing for ten steps, through your `KVCache` and your `attention` with the cache's key mask.
+        Each row is compared with causal attention over that row alone. The plot counts the key/value positions
+        written to memory per layer: your cache writes the new ones only; a `torch.cat` cache rewrites the whole
+        (padded) cache at every step.
+    """)
+    lesson.code(r"""
+        torch.manual_seed(0)
+        prompt_lengths, steps, num_heads, num_kv_heads, head_dim = [7, 3, 5], 40, 4, 2, 16
+        totals = [n + steps for n in prompt_lengths]
+        qs = [torch.randn(num_heads, n, head_dim) for n in totals]  # each sequence's queries (H, n, D)
+        ks = [torch.randn(num_kv_heads, n, head_dim) for n in totals]  # keys and values (H_kv, n, D)
+        vs = [torch.randn(num_kv_heads, n, head_dim) for n in totals]
+
+        def column(tensors, positions, active):  # (3, heads, 1, D): each row's next column (ignored when paused)
+            return torch.stack([t[:, p : p + 1] if a else t[:, :1] for t, p, a in zip(tensors, positions, active)])
+
+        try:
+            cache, worst, written, copied = KVCache(max_len=64), 0.0, [], []
+            T = max(prompt_lengths)
+            padded = lambda tensors: torch.stack([F.pad(t[:, :n], (0, 0, 0, T - n)) for t, n in zip(tensors, prompt_lengths)])
+            cache.update(padded(ks), padded(vs), num_new=torch.tensor(prompt_lengths))  # right-padded prefill
+            positions = list(prompt_lengths)
+            for step in range(steps):
+                active = [not (row == 1 and 10 <= step < 20) for row in range(3)]  # row 1 pauses for ten steps
+                k_all, v_all = cache.update(column(ks, positions, active), column(vs, positions, active),
+                                            num_new=torch.tensor(active).long())
+                out = attention(column(qs, positions, active), k_all, v_all, causal=True,
+                                key_padding_mask=cache.key_mask())  # (3, H, 1, D)
+                for b in range(3):
+                    if active[b]:
+                        n = positions[b] + 1
+                        alone = attention(qs[b][None, :, :n], ks[b][None, :, :n], vs[b][None, :, :n], causal=True)
+                        worst = max(worst, (out[b, :, 0] - alone[0, :, -1]).abs().max().item())
+                        positions[b] = n
+                written.append(sum(positions))  # a preallocated cache writes each position once
+                copied.append((copied[-1] if copied else sum(prompt_lengths)) + 3 * cache.length)  # cat rewrites all
+            print(f"lengths after decoding: {cache.lengths.tolist()} of max_len {cache.max_len}; largest difference "
+                  f"from attention over each row alone: {worst:.1e}")
+            fig, ax = plt.subplots(figsize=(6, 3.2))
+            ax.plot(range(1, steps + 1), written, label="preallocated: new positions only")
+            ax.plot(range(1, steps + 1), copied, label="torch.cat: the whole padded cache, every step")
+            ax.set_xlabel("decode step"); ax.set_ylabel("positions written, cumulative")
+            ax.set_title("B = 3, one layer: cat's traffic grows quadratically"); ax.legend()
+            fig.tight_layout()
+            plt.show()
+        except NotImplementedError:
+            print("attention or KVCache not attempted yet: nothing to run")
+    """)
+    lesson.md(r"""
+        ### Decoding with your cache: the bytes each step reads
+
+        The cell below decodes 64 tokens through your `attention` and `KVCache` for an MHA, a GQA and an MQA layer of
+        the same query width, checks each step against full recomputation, and plots how many bytes of keys and
+        values each step reads. The lines grow linearly with the context, and the GQA line is $H_q / H_{kv}$ times
+        lower: that ratio is the bandwidth GQA saves at every decoding step.
     """)
     lesson.code(r"""
         torch.manual_seed(0)
@@ -309,7 +453,7 @@ def build() -> LessonBuilder:
             v = torch.randn(batch, num_kv_heads, steps, head_dim)
             try:
                 full = attention(q, k, v, causal=True)
-                cache, sizes, worst = KVCache(), [], 0.0
+                cache, sizes, worst = KVCache(max_len=steps), [], 0.0
                 for t in range(steps):
                     k_all, v_all = cache.update(k[:, :, t : t + 1], v[:, :, t : t + 1])
                     step = attention(q[:, :, t : t + 1], k_all, v_all, causal=True)
@@ -320,7 +464,7 @@ def build() -> LessonBuilder:
                 break
             print(f"{label}: largest difference decode vs full = {worst:.2e}")
             ax.plot(range(1, steps + 1), sizes, label=label)
-        ax.set_xlabel("cached tokens"); ax.set_ylabel("KV cache of this layer (KiB, fp32)")
+        ax.set_xlabel("cached tokens"); ax.set_ylabel("keys + values read per step (KiB, fp32)")
         ax.set_title("one layer, B = 2, H_q = 8, D = 32"); ax.legend()
         fig.tight_layout()
         plt.show()
@@ -344,6 +488,17 @@ def build() -> LessonBuilder:
         exactly 0. Because no intermediate is NaN, the backward pass is clean too: the gradient flowing into an
         all-masked row is multiplied by probabilities that are all zero.
 
+        **`KVCache`.** All validation comes first, so a refused update leaves the cache exactly as it was (a server
+        that rejects one request must not corrupt the rows of the others). The buffers are allocated on the first
+        update because only then are the batch, the heads, the head sizes, the dtype and the device known, the same
+        choice as Hugging Face's `StaticLayer.lazy_initialization`. Each row's chunk goes to its own columns
+        `lengths[b] : lengths[b] + num_new[b]`; only the first `num_new[b]` columns of the chunk are read, so padding
+        never enters the cache and never counts in `lengths`. The loop over rows is $B$ small copies; a vectorised
+        write lists every real (row, column) pair with `(arange(S_new) < num_new[:, None]).nonzero()` and writes
+        them with one advanced-indexing assignment at slots `lengths[rows] + columns` (lesson `p02.kv_cache` does
+        that). The returned tensors are basic slices, so they are views: no copy, and the same storage at every
+        step.
+
         **The mistakes the checks catch** (each one is a mutant in `tests/mutants/p02_attention_mha_gqa.py`):
         - *Tiling the KV heads* (`x.repeat(1, g, 1, 1)`, or the group axis in front of the head axis): query head $h$
           uses KV head $h \bmod H_{kv}$. Right shape, wrong pairing; MHA ($g = 1$) and MQA ($H_{kv} = 1$) still pass,
@@ -356,7 +511,12 @@ def build() -> LessonBuilder:
           an all-masked row then attends **uniformly to the padding**, which is finite but not zero.
         - *The padding mask on the query axis* instead of the key axis.
         - *Softmax in fp16/bf16*: the probabilities are rounded to 8 or 11 bits before the weighted sum.
-        - *A cache that returns only the new keys*, or counts calls instead of positions.
+        - *A cache that returns only the new keys*, or grows by `torch.cat` (right values, a new tensor and a full
+          copy at every step), or returns the whole buffer (`max_len` columns, most of them never written).
+        - *Every row written at the batch's longest length* instead of its own `lengths[b]`: correct as long as all
+          rows have the same length, wrong at the first ragged batch.
+        - *Padding counted as cached* (`lengths += S_new` instead of `num_new`), or a key mask with `<=`.
+        - *The bound checked row by row while writing*: the refusal comes after the earlier rows were written.
 
         **Cost.** Scores and $PV$ are $2 \cdot 2 \cdot B H_q S_q S_k D$ FLOPs. This implementation materialises the
         $(B, H_q, S_q, S_k)$ score matrix in float32: at $S = 8192$, 32 heads and batch 1 that is 8 GiB for one
@@ -372,11 +532,17 @@ def build() -> LessonBuilder:
         - *SDPA* dispatches to a flash, memory-efficient, cuDNN or math backend. `enable_gqa=True` (torch 2.5+)
           accepts fewer KV heads without `repeat_kv`; `is_causal` is top-left, so decoding code passes
           `is_causal=False` for $S_q = 1$ or an explicit mask.
-        - *vLLM* stores the cache in fixed-size blocks (PagedAttention, Kwon et al., 2023) instead of one growing
-          tensor: `torch.cat` re-copies the whole cache on every step, $O(t^2)$ bytes over a generation. Hugging
-          Face's `DynamicCache` does grow by `torch.cat`, like your solution; its `StaticCache` preallocates
-          `max_cache_len` positions so that `torch.compile` sees fixed shapes. vLLM's decode kernels read KV heads
-          once per group of query heads, which is where GQA's bandwidth saving is cashed in.
+        - *Hugging Face* has both: `DynamicCache` grows by `torch.cat` (the default of `generate`), and
+          `StaticCache` preallocates `max_cache_len` positions, like yours, so that `torch.compile` and CUDA graphs
+          see fixed shapes. `StaticCache` keeps one length for the whole batch and returns the whole buffer with an
+          attention mask over all `max_cache_len` columns (a fixed shape matters more to a compiled graph than the
+          wasted reads); ragged prompts are left-padded to a common length instead.
+        - *vLLM* stores the cache in fixed-size blocks (PagedAttention, Kwon et al., 2023) shared by all sequences:
+          each new token's key and value are written to the slot its block table names (`slot_mapping`), so
+          sequences grow independently without reserving `max_len` each, and nothing is ever copied. Lessons
+          `p02.kv_cache` (a static cache inside a whole model) and `p02.paged_attention` build both. vLLM's decode
+          kernels read each KV head once per group of query heads, which is where GQA's bandwidth saving is cashed
+          in.
         - *Quantised caches* (FP8 KV cache in vLLM and TensorRT-LLM) halve the bytes per token again, and DeepSeek's
           multi-head latent attention (the next lesson) caches one compressed latent instead of per-head keys.
     """)

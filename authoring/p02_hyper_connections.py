@@ -11,7 +11,7 @@ def build() -> LessonBuilder:
         title_zh="残差流与超连接",
         difficulty="hard",
         device="cpu",
-        minutes=90,
+        minutes=65,
         prerequisites=["p02.rmsnorm"],
     )
     lesson.title(

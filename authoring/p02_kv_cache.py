@@ -35,11 +35,13 @@ def build() -> LessonBuilder:
         $2 \cdot 32 \text{ layers} \cdot 8 \text{ KV heads} \cdot 128 \cdot 2 \text{ bytes} = 128$ KiB per token in
         bf16 (lesson `p01.kv_cache_math`), so 16 GB for a batch of 16 sequences of 8k tokens.
 
-        The cache you wrote in `p02.attention_mha_gqa` grows by `torch.cat`, which copies the whole cache at every
-        step and reallocates memory; and it keeps one length for the whole batch, so a batch of prompts must be
-        left-padded to a common length. Production engines preallocate instead: Hugging Face's `StaticCache` (what
-        `torch.compile` and CUDA graphs need, since shapes must not change), vLLM's paged blocks, TensorRT-LLM's
-        KV pools. Each sequence has its own length and writes its next token at its own slot.
+        The `KVCache` you wrote in `p02.attention_mha_gqa` already preallocates and keeps one length per sequence,
+        but the tiny Llama of `p02.tiny_llama` still runs it as one block of left-padded rows of equal length, and it
+        returns a prefix whose width changes at every step. This lesson builds the cache an engine runs: fixed
+        full-size buffers that the attention reads with a mask (one shape for every step, what `torch.compile` and
+        CUDA graphs need, as in Hugging Face's `StaticCache`), a causal mask per row for chunks on rows of different
+        lengths, and rows that are freed and reused (vLLM's paged blocks and TensorRT-LLM's KV pools do the same
+        with blocks). Each sequence has its own length and writes its next token at its own slot.
 
         **You will implement** a static, preallocated cache with per-sequence lengths (`StaticKVCache`), attention of
         new queries over it (`cached_attention`), greedy generation for prompts of different lengths with one prefill

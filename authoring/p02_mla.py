@@ -19,8 +19,12 @@ def build() -> LessonBuilder:
         DeepSeek-V3 has 61 layers and 128 attention heads, each with 192-dimensional keys and 128-dimensional values.
         As plain multi-head attention its KV cache would hold $61 \times 128 \times (192 + 128) = 2{,}498{,}560$
         numbers per token, 4.8 MiB in bf16: a single 32k-token conversation would need 152 GiB. DeepSeek-V3 actually
-        caches $61 \times 576 = 35{,}136$ numbers per token (69 KiB), **71 times less**, and its attention is as
-        expressive as multi-head attention. The trick is **multi-head latent attention** (MLA, 多头潜在注意力,
+        caches $61 \times 576 = 35{,}136$ numbers per token (69 KiB), **71 times less**. That is not free in
+        principle: every head's values, and its keys apart from the 64 shared RoPE dimensions, are linear images of one
+        512-dimensional latent, so MLA is a
+        constrained form of multi-head attention, not an equally expressive one. In practice DeepSeek-V2 (§2.1 and
+        its appendix comparing MLA with MHA) reports that MLA matched or beat MHA in their ablations, at both of the
+        model sizes they compared, while caching far less. The trick is **multi-head latent attention** (MLA, 多头潜在注意力,
         DeepSeek-V2, 2024): cache one low-rank latent vector per token and rebuild every head's keys and values from
         it, or better, never rebuild them at all.
 

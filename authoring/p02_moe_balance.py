@@ -11,7 +11,7 @@ def build() -> LessonBuilder:
         title_zh="混合专家负载均衡",
         difficulty="medium",
         device="cpu",
-        minutes=75,
+        minutes=55,
         prerequisites=["p02.moe_router"],
     )
     lesson.title(
@@ -403,8 +403,10 @@ def build() -> LessonBuilder:
           bias*.
 
         **What production systems do.**
-        - *Megatron-Core* (`moe_router_load_balancing_type`) offers `aux_loss` (the Switch loss, per layer),
-          `seq_aux_loss` (DeepSeek's per-sequence variant) and `none`, plus `moe_z_loss_coeff` and
+        - *Megatron-Core* (`moe_router_load_balancing_type`) offers `aux_loss` (the Switch loss over a
+          micro-batch), `seq_aux_loss` (DeepSeek's per-sequence variant), `global_aux_loss` (the same loss over the
+          global batch), `sinkhorn` (no loss: a Sinkhorn iteration balances the token-to-expert assignment itself, as in
+          S-BASE) and `none`, plus `moe_z_loss_coeff` and
           `moe_router_enable_expert_bias` with `moe_router_bias_update_rate` (the $\gamma$ of this lesson). The
           loads for the bias update are summed over the data-parallel ranks first, so every rank applies the same
           update.

@@ -57,8 +57,10 @@ def build() -> LessonBuilder:
         $$
 
         `x: (..., d)` → `rms: (..., 1)` (a reduction over the last dimension, kept for broadcasting) →
-        `x_hat: (..., d)` → `y: (..., d)`, same dtype as `x`. $\varepsilon$ (`1e-6` in Llama, `1e-5` in many
-        others) sits *inside* the square root so an all-zero row gives 0, not a division by zero.
+        `x_hat: (..., d)` → `y: (..., d)`, same dtype as `x`. $\varepsilon$ sits *inside* the square root so an all-zero
+        row gives 0, not a division by zero. Its value is part of the checkpoint's config (`rms_norm_eps`): `1e-5` in
+        Llama 2, Llama 3 and Mistral; `1e-6` in the original LLaMA, Qwen2, Qwen3 and DeepSeek-V3, and the default of
+        Hugging Face's `LlamaConfig`. Load the value the config gives, never the default.
 
         **Precision.** fp16's largest finite value is 65504, so $x_i^2$ overflows once $|x_i| > 255.9$, and large
         activations of that size do occur (the "massive activations" of Sun et al., 2024). bf16 has fp32's range but
@@ -232,8 +234,8 @@ def build() -> LessonBuilder:
         **Hugging Face's order of operations.** `LlamaRMSNorm` normalises in float32, casts $\hat{x}$ back to the input
         dtype, *then* multiplies by the weight in that dtype: two roundings instead of one. The difference from your
         version is at most about one unit in the last place, which the tolerance policy accepts (it is what
-        `LlamaRMSNorm` itself does in bf16). Gemma stores $g - 1$ and multiplies by $(1 + g)$; the checkpoint format,
-        not the math, decides which one you must load.
+        `LlamaRMSNorm` itself does in bf16). Gemma stores $w = g - 1$ (initialised to zeros) and multiplies by $(1 + w)$,
+        in float32 before the cast back; the checkpoint format, not the math, decides which one you must load.
 
         **Cost.** Forward reads $x$ and $g$ and writes $y$: about $2 \cdot n \cdot d$ elements of traffic for $4nd$ FLOPs,
         an arithmetic intensity far below any GPU's ridge point, so RMSNorm is memory-bound. Eager PyTorch launches a

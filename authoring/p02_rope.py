@@ -11,7 +11,7 @@ def build() -> LessonBuilder:
         title_zh="旋转位置编码 RoPE",
         difficulty="medium",
         device="cpu",
-        minutes=75,
+        minutes=100,
         prerequisites=["p00.tensor_layout"],
     )
     lesson.title(
@@ -26,10 +26,12 @@ def build() -> LessonBuilder:
         incompatible conventions are in use, and mixing them up raises no error.
 
         **You will implement** the cos/sin tables (`rope_cache`), the rotation in the Hugging Face / GPT-NeoX
-        "rotate-half" layout with explicit position ids (for KV-cache decoding and left padding), and the original
-        Meta Llama / GPT-J "interleaved" layout. **Graded against** Hugging Face `LlamaRotaryEmbedding` and
-        `apply_rotary_pos_emb`, built locally from a tiny `LlamaConfig`, Meta's complex-number formulation
-        (`torch.polar`, `torch.view_as_complex`) in float64, and the closed form of the relative-position identity.
+        "rotate-half" layout with explicit position ids (for KV-cache decoding and left padding), the original
+        Meta Llama / GPT-J "interleaved" layout, and the long-context frequency scalings of Llama 3.1 and YaRN.
+        **Graded against** Hugging Face `LlamaRotaryEmbedding` and `apply_rotary_pos_emb`, built locally from a tiny
+        `LlamaConfig`, Meta's complex-number formulation (`torch.polar`, `torch.view_as_complex`) in float64, the
+        closed form of the relative-position identity, and `transformers`' own `rope_type="llama3"` and `"yarn"`
+        initialisers (`ROPE_INIT_FUNCTIONS`).
     """
     )
     lesson.md(r"""
@@ -40,7 +42,8 @@ def build() -> LessonBuilder:
         - **两种约定**：Hugging Face / GPT-NeoX 的 rotate-half 把 $(i, i+D/2)$ 配对，$x\cos + \operatorname{rotate\_half}(x)\sin$，其中 $\operatorname{rotate\_half}(x) = [-x_2, x_1]$；Meta Llama / GPT-J 的 interleaved 把 $(2i, 2i+1)$ 配对（等价于复数乘以 $e^{\mathrm{i}m\theta}$）。两者混用不会报错，只会得到错误结果。
         - **position ids**：按显式的 `position_ids` 取表行，KV cache 解码和 left padding 都依赖它。
         - **精度**：bf16/fp16 中计算 $m\theta$ 会丢失大位置的精度；结果要 cast 回 $x$ 的 dtype。
-        - **易错点**：指数写成 $-i/D$、表按 interleaved 重复、rotate_half 漏负号、cos 与 sin 互换、忽略 `position_ids`、interleaved 结果没有交错放回、用共轭（反向）旋转。
+        - **长上下文缩放**：只改 $\theta_i$，不改旋转。Llama 3.1（`rope_type="llama3"`）按波长 $\lambda_i = 2\pi/\theta_i$ 分段：短波保持，长波除以 factor $s$，中间用 $\gamma = \operatorname{clamp}((L/\lambda - \ell)/(h - \ell), 0, 1)$ 平滑混合；YaRN 按维度下标做线性 ramp（由 $\beta_\text{fast}=32$、$\beta_\text{slow}=1$ 决定边界），并把 cos/sin 乘以注意力因子 $0.1\ln s + 1$。
+        - **易错点**：指数写成 $-i/D$、表按 interleaved 重复、rotate_half 漏负号、cos 与 sin 互换、忽略 `position_ids`、interleaved 结果没有交错放回、用共轭（反向）旋转；缩放时高低频段弄反、不做 clamp、YaRN ramp 方向反了、漏掉注意力因子或只对所有频率做线性插值。
     """)
     lesson.md(r"""
         ## 1. Where position information has to come from
@@ -421,9 +424,176 @@ def build() -> LessonBuilder:
         `torch.polar(1, m θ)`). They also confirm the permutation identity above against Hugging Face's
         `apply_rotary_pos_emb` on $Px$, and test the relative-position property with this pairing.
     """)
+    lesson.md(r"""
+        ## 6. Exercise `scaled_inv_freq`: longer contexts than the model was trained on
+
+        Llama 3 was pre-trained on sequences of 8,192 tokens; Llama 3.1 serves 131,072 with the same weights and the
+        same $\theta_i$ up to a rescaling done in `rope_cache` alone. Why a rescaling is needed: pair $i$ turns with
+        wavelength $\lambda_i = 2\pi / \theta_i$ tokens. With Llama 3's base 500,000 and $D = 128$, $\lambda_0 = 6.3$
+        tokens but $\lambda_{63} \approx 2.6$ million: over an 8k-token training context the fast pairs went round
+        thousands of times (every angle was seen), while the slow pairs only ever saw angles below
+        $2\pi \cdot 8192 / \lambda_i$, a small arc. At position 100,000 those slow pairs produce angles the model
+        never saw, and perplexity explodes. Three fixes, all a change of $\theta_i$ only (the rotation code is
+        untouched), chosen by `rope_type` in the config's `rope_parameters` (`rope_scaling` in older configs):
+
+        - **Position interpolation** (Chen et al., 2023; `"linear"`): $\theta_i' = \theta_i / s$ for every pair, which
+          squeezes $s$ times more positions into the trained range. It also divides the fast pairs' resolution by $s$:
+          neighbouring tokens become hard to tell apart, and the model needs fine-tuning to recover.
+        - **Llama 3.1** (`"llama3"`; Meta's `apply_scaling` in `llama-models`): sort pairs by wavelength against the
+          original context $L$ (`original_max_position_embeddings`) with `low_freq_factor` $\ell$ and
+          `high_freq_factor` $h$. Short waves ($\lambda_i < L/h$) are kept, long waves ($\lambda_i > L/\ell$) are
+          divided by the factor $s$, and in between the two are blended:
+
+          $$
+          \gamma_i = \operatorname{clamp}\!\Big(\frac{L/\lambda_i - \ell}{h - \ell},\ 0,\ 1\Big), \qquad
+          \theta_i' = (1 - \gamma_i)\,\frac{\theta_i}{s} + \gamma_i\,\theta_i .
+          $$
+
+          Llama 3.1's config: $s = 8$, $\ell = 1$, $h = 4$, $L = 8192$, base 500,000, so pairs with $\lambda < 2048$
+          are untouched and pairs with $\lambda > 8192$ are interpolated 8 times.
+        - **YaRN** (Peng et al., 2023, *YaRN: Efficient Context Window Extension of Large Language Models*;
+          `"yarn"`, used by Qwen2.5's long-context configs, DeepSeek-V3 and gpt-oss): the same blend, by the number of
+          turns $L / \lambda_i$ instead of the wavelength, with a linear ramp over the pair **index**. Pair $i$ turns
+          $L/\lambda_i = \beta$ times over the original context when
+          $i = d(\beta) = \dfrac{D \ln\!\big(L / (2\pi\beta)\big)}{2 \ln \text{base}}$. With $\beta_{\text{fast}} = 32$
+          and $\beta_{\text{slow}} = 1$ (the defaults): $a = \lfloor d(\beta_{\text{fast}}) \rfloor$,
+          $b = \lceil d(\beta_{\text{slow}}) \rceil$ (no rounding when `truncate` is false, as gpt-oss sets), clipped
+          to $[0, D - 1]$ (if $a = b$, $b$ gets $+0.001$), and
+
+          $$
+          r_i = \operatorname{clamp}\!\Big(\frac{i - a}{b - a},\ 0,\ 1\Big), \qquad
+          \theta_i' = r_i\,\frac{\theta_i}{s} + (1 - r_i)\,\theta_i ,\qquad i = 0, \dots, D/2 - 1 .
+          $$
+
+          YaRN also sharpens attention, whose softmax gets flatter over longer contexts: cos and sin are multiplied by
+          the **attention factor** $\sqrt{t} = 0.1 \ln s + 1$ (for $s > 1$), which scales every $q \cdot k$ by
+          $t$. A config may give `attention_factor` directly; DeepSeek's gives `mscale` $m$ and `mscale_all_dim`
+          $m_a$ instead, and the factor is $(0.1\, m \ln s + 1) / (0.1\, m_a \ln s + 1)$ (1 for DeepSeek-V3, whose
+          attention then multiplies its softmax scale by $(0.1 \ln s + 1)^2$ itself).
+
+        **Write** `scaled_inv_freq(head_dim, rope_parameters)`, which returns the $D/2$ frequencies (float32, as
+        Hugging Face computes them) and the attention factor (a Python float) for `rope_type` `"default"` (plain
+        $\theta_i$, factor 1.0), `"llama3"` and `"yarn"`, reading Hugging Face's keys: `rope_theta`, `factor`,
+        `original_max_position_embeddings`, `low_freq_factor`, `high_freq_factor` (defaults 1 and 4), `beta_fast`,
+        `beta_slow` (defaults 32 and 1), `truncate` (default true), `attention_factor`, `mscale`, `mscale_all_dim`.
+        Refuse, with a `ValueError`, an odd `head_dim`, another `rope_type`, a `factor` below 1, and
+        `high_freq_factor <= low_freq_factor`. Then `scaled_rope_cache(seq_len, head_dim, rope_parameters, dtype)`
+        builds the rotate-half tables from those frequencies, with cos and sin multiplied by the attention factor,
+        exactly what Hugging Face's `LlamaRotaryEmbedding` returns for such a config.
+    """)
+    lesson.exercise(
+        "scaled_inv_freq",
+        r'''
+        def scaled_inv_freq(head_dim: int, rope_parameters: dict) -> tuple[torch.Tensor, float]:
+            """RoPE frequencies for a long-context config. rope_parameters: Hugging Face's dict, rope_type in
+            "default", "llama3", "yarn". returns (inv_freq (head_dim/2,) float32, attention_factor: float)."""
+            # TODO: refuse an odd head_dim, another rope_type, factor < 1, and high_freq_factor <= low_freq_factor
+            # TODO: theta_i = rope_theta ** (-2i / head_dim) in float32; "default" returns them with factor 1.0
+            # TODO: "llama3": blend theta/s and theta by gamma = clamp((L / wavelength - low) / (high - low), 0, 1)
+            # TODO: "yarn": correction range [a, b] from beta_fast, beta_slow (floor/ceil when truncate), clip to
+            #       [0, head_dim - 1]; ramp r = clamp((i - a) / (b - a), 0, 1); theta' = r theta/s + (1 - r) theta;
+            #       attention factor: given, or mscale(s, mscale) / mscale(s, mscale_all_dim), or 0.1 ln s + 1
+            ### BEGIN SOLUTION
+            if head_dim % 2:
+                raise ValueError(f"head_dim must be even: RoPE rotates pairs of dimensions, got {head_dim}")
+            rope_type = rope_parameters.get("rope_type", "default")
+            if rope_type not in ("default", "llama3", "yarn"):
+                raise ValueError(f"rope_type must be 'default', 'llama3' or 'yarn', got {rope_type!r}")
+            base = rope_parameters["rope_theta"]
+            inv_freq = 1.0 / base ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)  # (D/2,)
+            if rope_type == "default":
+                return inv_freq, 1.0
+            factor, original = float(rope_parameters["factor"]), rope_parameters["original_max_position_embeddings"]
+            if factor < 1:
+                raise ValueError(f"factor must be >= 1 (a longer context than the original), got {factor}")
+            if rope_type == "llama3":
+                low, high = rope_parameters.get("low_freq_factor", 1.0), rope_parameters.get("high_freq_factor", 4.0)
+                if high <= low:
+                    raise ValueError(f"high_freq_factor ({high}) must be larger than low_freq_factor ({low})")
+                wavelength = 2 * math.pi / inv_freq  # (D/2,) tokens per turn
+                keep = ((original / wavelength - low) / (high - low)).clamp(0, 1)  # 1: short waves, 0: long waves
+                return (1 - keep) * inv_freq / factor + keep * inv_freq, 1.0
+            beta_fast = rope_parameters.get("beta_fast") or 32.0
+            beta_slow = rope_parameters.get("beta_slow") or 1.0
+
+            def pair_turning(turns):  # the (fractional) pair index that turns `turns` times over the original context
+                return head_dim * math.log(original / (turns * 2 * math.pi)) / (2 * math.log(base))
+
+            a, b = pair_turning(beta_fast), pair_turning(beta_slow)
+            if rope_parameters.get("truncate", True):
+                a, b = math.floor(a), math.ceil(b)
+            a, b = max(a, 0), min(b, head_dim - 1)
+            if a == b:
+                b += 0.001
+            ramp = ((torch.arange(head_dim // 2, dtype=torch.float32) - a) / (b - a)).clamp(0, 1)  # 1: interpolate
+            inv_freq = ramp * inv_freq / factor + (1 - ramp) * inv_freq
+
+            attention_factor = rope_parameters.get("attention_factor")
+            if attention_factor is None:
+
+                def temperature(m):  # YaRN's sqrt(t) = 0.1 m ln s + 1
+                    return 0.1 * m * math.log(factor) + 1.0 if factor > 1 else 1.0
+
+                m, m_all = rope_parameters.get("mscale"), rope_parameters.get("mscale_all_dim")
+                attention_factor = temperature(m) / temperature(m_all) if m and m_all else temperature(1.0)
+            return inv_freq, float(attention_factor)
+            ### END SOLUTION
+
+
+        def scaled_rope_cache(seq_len: int, head_dim: int, rope_parameters: dict, dtype: torch.dtype = torch.float32):
+            """Rotate-half tables (cos, sin), each (seq_len, head_dim) in dtype, from scaled_inv_freq's frequencies, both
+            multiplied by its attention factor (what LlamaRotaryEmbedding returns)."""
+            # TODO: the frequencies and the factor; angles in >= float32; [angles, angles]; cos and sin times the factor
+            ### BEGIN SOLUTION
+            inv_freq, attention_factor = scaled_inv_freq(head_dim, rope_parameters)
+            compute_dtype = torch.promote_types(dtype, torch.float32)
+            angles = torch.outer(torch.arange(seq_len, dtype=compute_dtype), inv_freq.to(compute_dtype))  # (T, D/2)
+            angles = torch.cat((angles, angles), dim=-1)  # (T, D)
+            return (angles.cos() * attention_factor).to(dtype), (angles.sin() * attention_factor).to(dtype)
+            ### END SOLUTION
+    ''',
+    )
+    lesson.md(r"""
+        The checks compare both rules with `transformers.modeling_rope_utils.ROPE_INIT_FUNCTIONS["llama3"]` and
+        `["yarn"]` on tiny `LlamaConfig`s carrying the `rope_parameters` of Llama 3.1, Llama 3.2, Qwen2.5 (YaRN
+        $\times 4$), gpt-oss (`truncate` false), DeepSeek-V3 (`mscale`) and small made-up ones whose pairs fall in all
+        three bands, against a float64 loop written from the formulas above as the oracle; compare your tables with
+        `LlamaRotaryEmbedding`'s at positions up to four times the original context; check the bands by hand; and
+        feed bad parameters.
+    """)
+    lesson.md(r"""
+        ### Which pairs each rule rescales
+
+        The cell below draws $\theta_i' / \theta_i$ against the wavelength $\lambda_i$ for Llama 3's 64 pairs, with
+        $s = 8$ and $L = 8192$: position interpolation divides everything by 8; Llama 3.1 and YaRN keep the fast
+        pairs and interpolate the slow ones, but YaRN starts blending at pairs that turn 32 times over the context
+        ($\lambda \approx L/32$), Llama 3.1 only at $\lambda = L/4$.
+    """)
+    lesson.code(r"""
+        head_dim, theta = 128, 500000.0
+        llama31 = dict(rope_type="llama3", rope_theta=theta, factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                       original_max_position_embeddings=8192)
+        yarn = dict(rope_type="yarn", rope_theta=theta, factor=8.0, original_max_position_embeddings=8192)
+        plain = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+        wavelength = 2 * math.pi / plain
+        fig, ax = plt.subplots(figsize=(6.4, 3.4))
+        ax.plot(wavelength, torch.full_like(wavelength, 1 / 8), label="position interpolation (linear)")
+        try:
+            for name, params in (("Llama 3.1 (llama3)", llama31), ("YaRN", yarn)):
+                inv_freq, attention_factor = scaled_inv_freq(head_dim, params)
+                ax.plot(wavelength, inv_freq.double() / plain, marker=".", label=f"{name}, attention x{attention_factor:.3f}")
+        except NotImplementedError:
+            print("scaled_inv_freq not attempted yet: only position interpolation is drawn")
+        for x, text in ((8192 / 4, "L / 4"), (8192, "L")):
+            ax.axvline(x, color="grey", lw=0.6, ls="--"); ax.text(x, 1.02, text, ha="center", fontsize=8)
+        ax.set_xscale("log"); ax.set_xlabel("wavelength 2π/θ_i (tokens)"); ax.set_ylabel("θ_i' / θ_i")
+        ax.set_title("base 500,000, D = 128, s = 8, L = 8192"); ax.legend(fontsize=8)
+        fig.tight_layout()
+        plt.show()
+    """)
     lesson.stop()
     lesson.md(r"""
-        ## 6. Reading the solutions
+        ## 7. Reading the solutions
 
         **`rope_cache`.** `torch.promote_types(dtype, torch.float32)` picks float32 for bf16 and fp16 tables and keeps
         float64 for float64. The comparable `x.float()` habit would quietly *downcast* a float64 request. The
@@ -465,6 +635,17 @@ def build() -> LessonBuilder:
           sign flipped, so they differ from what the checkpoint was trained with.
         - *Forgetting to cast back*: a float32 query in a bf16 model. `F.scaled_dot_product_attention` refuses
           mixed dtypes, and ops that promote instead double the memory traffic of everything after them.
+        - In the long-context rules: *the bands swapped* (the fast pairs interpolated, the slow ones kept: the
+          opposite of the point); *no clamp* on Llama 3.1's $\gamma$, which extrapolates the blend outside
+          $[\theta/s, \theta]$; *YaRN's ramp reversed*; *interpolation everywhere* (plain position interpolation
+          under the name `yarn`); *no attention factor*, in `scaled_inv_freq` or in the tables; and the correction
+          range *without `floor`/`ceil`* when `truncate` is on, which moves the ramp by a fraction of a pair.
+
+        **`scaled_inv_freq`.** Both rules are one blend between $\theta_i$ and $\theta_i/s$ with a weight in
+        $[0, 1]$: Llama 3.1 computes the weight from the wavelength, YaRN from the pair index, and a `clamp` turns a
+        straight line into the three bands (keep, blend, interpolate) without any `if`. The frequencies stay in
+        float32, as Hugging Face's (its tables are then built from float32 `inv_freq`); the attention factor is a
+        Python float because it is a constant of the config.
 
         **Cost.** The table is $T_{\max} \times D/2$ angles and two transcendental functions each. For Llama 3 at
         8192 positions and $D = 128$ the two duplicated float32 tables take $2 \times 8192 \times 128 \times 4$ B $= 8$
@@ -492,7 +673,12 @@ def build() -> LessonBuilder:
           (`qk_rope_head_dim`) next to a part without position. The rotation is yours, applied to a slice.
         - *Scaled frequencies.* Hugging Face computes `cos, sin` on every forward from `inv_freq` and the position
           ids, with no stored table. The `rope_type` in the config (`"linear"`, `"dynamic"`, `"yarn"`, `"llama3"`,
-          ...) only changes `inv_freq`, plus, for YaRN and LongRoPE, a scale on cos and sin. Extending a context means changing
-          `rope_cache`, never the rotation.
+          ...) only changes `inv_freq`, plus, for YaRN and LongRoPE, a scale on cos and sin (your `scaled_inv_freq`
+          and `scaled_rope_cache`). Extending a context means changing `rope_cache`, never the rotation.
+        - *Dynamic scaling.* `rope_type="dynamic"` (dynamic NTK) recomputes the base from the current length at every
+          forward, so short prompts keep the original frequencies. Serving engines build one table at start-up
+          instead (vLLM's YaRN is static), so the scaling applies to short prompts too; Qwen2.5's model cards
+          therefore advise adding the YaRN `rope_scaling` block only when prompts really exceed its native 32k
+          tokens.
     """)
     return lesson

@@ -383,14 +383,94 @@ def decode_schedule(total):
     return list(zip(bounds, bounds[1:], strict=False))
 
 
+class ListCache:
+    """The reference: one Python list of (H_kv, n, D) chunks per sequence, concatenated on demand."""
+
+    def __init__(self, batch):
+        self.keys, self.values = [[] for _ in range(batch)], [[] for _ in range(batch)]
+
+    def append(self, k, v, num_new):
+        for row, count in enumerate(num_new):
+            self.keys[row].append(k[row, :, :count].clone())
+            self.values[row].append(v[row, :, :count].clone())
+
+    def row(self, b):
+        return torch.cat(self.keys[b], dim=1), torch.cat(self.values[b], dim=1)  # (H_kv, n_b, D)
+
+    def lengths(self):
+        return [self.row(b)[0].shape[1] for b in range(len(self.keys))]
+
+
+def expect_matches_lists(cache, k_all, v_all, reference, *, label, dtype, hint):
+    """The returned views hold each row's own sequence in its first lengths[b] columns; lengths, length and
+    key_mask agree with the reference."""
+    lengths = reference.lengths()
+    longest = max(lengths)
+    batch, heads = len(lengths), reference.keys[0][0].shape[0]
+    expect_tensor(
+        k_all,
+        shape=(batch, heads, longest, reference.keys[0][0].shape[2]),
+        dtype=dtype,
+        input=label,
+        what="returned keys",
+        hint="return keys[:, :, :length] with length = max(lengths)",
+    )
+    expect_tensor(
+        v_all,
+        shape=(batch, heads, longest, reference.values[0][0].shape[2]),
+        dtype=dtype,
+        input=label,
+        what="returned values",
+        hint="return values[:, :, :length] with length = max(lengths)",
+    )
+    got_lengths = cache.lengths.tolist() if isinstance(cache.lengths, torch.Tensor) else cache.lengths
+    expect(
+        got_lengths == lengths and cache.length == longest,
+        "the lengths do not count each row's real positions",
+        input=label,
+        expected=f"lengths {lengths}, length {longest}",
+        got=f"lengths {got_lengths}, length {cache.length}",
+        hint="advance row b by num_new[b] (its real columns), not by S_new; length is the largest row length",
+    )
+    for b in range(batch):
+        keys, values = reference.row(b)
+        n = keys.shape[1]
+        expect(
+            torch.equal(k_all[b, :, :n], keys) and torch.equal(v_all[b, :, :n], values),
+            f"row {b} does not hold its own keys and values in order",
+            input=label,
+            expected=f"row {b}'s {n} positions, equal to the concatenation of its real columns",
+            got=f"{int((k_all[b, :, :n] != keys).sum() + (v_all[b, :, :n] != values).sum())} elements differ",
+            hint=hint,
+        )
+    mask = cache.key_mask()
+    expected_mask = torch.arange(longest)[None, :] < torch.tensor(lengths)[:, None]
+    expect_tensor(
+        mask,
+        shape=(batch, longest),
+        dtype=torch.bool,
+        input=label,
+        what="key_mask()",
+        hint="key_mask() is (B, length) bool",
+    )
+    expect(
+        torch.equal(mask, expected_mask),
+        "key_mask() does not mark exactly the written columns",
+        input=label,
+        expected=f"column j of row b True when j < lengths[b] = {lengths}",
+        got=f"{int((mask != expected_mask).sum())} wrong entries, row 0: {mask[0].int().tolist()}",
+        hint="arange(length)[None, :] < lengths[:, None] (strictly less: position lengths[b] is not written yet)",
+    )
+
+
 @checks("KVCache")
-def appends_along_the_sequence(ex):
-    """update returns the exact concatenation of everything so far, and length counts positions"""
+def uniform_chunks_equal_concatenation(ex):
+    """num_new=None: prefill, single tokens and a chunk of 3 return the exact concatenation so far; length counts"""
     k, v = torch.randn(2, 3, 12, 4), torch.randn(2, 3, 12, 4)
     cache = ex.KVCache()
     expect(cache.length == 0, "a new cache is not empty", expected="length 0", got=f"length {cache.length}")
     for start, stop in decode_schedule(12):
-        label = f"k, v (2, 3, 12, 4) fed in chunks, this update: positions {start}..{stop - 1}"
+        label = f"KVCache(), k, v (2, 3, 12, 4) fed in chunks, this update: positions {start}..{stop - 1}"
         k_all, v_all = cache.update(k[:, :, start:stop].clone(), v[:, :, start:stop].clone())
         expect_tensor(k_all, shape=(2, 3, stop, 4), dtype=k.dtype, input=label, what="returned keys")
         expect_tensor(v_all, shape=(2, 3, stop, 4), dtype=v.dtype, input=label, what="returned values")
@@ -400,7 +480,7 @@ def appends_along_the_sequence(ex):
             input=label,
             expected=f"k[:, :, :{stop}] and v[:, :, :{stop}]",
             got="different contents",
-            hint="append the new chunk after the old ones along dim 2 and keep keys and values separate",
+            hint="write the new chunk after the positions already cached (at lengths[b]), keys and values apart",
         )
         expect(
             cache.length == stop,
@@ -408,47 +488,242 @@ def appends_along_the_sequence(ex):
             input=label,
             expected=str(stop),
             got=str(cache.length),
-            hint="add the number of new positions (k.shape[2]), not 1 per call",
+            hint="advance by the number of new positions (k.shape[2] when num_new is None), not 1 per call",
         )
 
 
 @checks("KVCache")
-def decoding_equals_full_attention(ex):
-    """prefill, single tokens and a chunk through the cache: each step's SDPA output equals full causal attention"""
-    q, k, v = random_qkv(2, 8, 2, 14, 14, 16)
-    full = sdpa(q.double(), k.double(), v.double(), causal=True)
-    caches = [ex.KVCache() for _ in range(2)]  # two layers, to catch state shared between instances
-    for start, stop in decode_schedule(14):
-        for layer, cache in enumerate(caches):
-            k_all, v_all = cache.update(k[:, :, start:stop], v[:, :, start:stop])
-            step = sdpa(q[:, :, start:stop], k_all, v_all, causal=True)
-            label = f"q, k, v (2, 8 / 2, 14, 16), layer {layer}, step over positions {start}..{stop - 1}"
-            expect_tensor(k_all, shape=(2, 2, stop, 16), input=label, what="returned keys")
-            expect_close(
-                step,
-                full[:, :, start:stop],
-                baseline=sdpa(q, k, v, causal=True)[:, :, start:stop],
-                input=label,
-                hint="the cache must return all positions so far (keys and values of the same positions); "
-                "each KVCache instance keeps its own tensors",
+def preallocated_once_and_returns_views(ex):
+    """the buffers are (B, H_kv, max_len, D) from the first update on, never reallocated; the results are views"""
+    cache = ex.KVCache(max_len=9)
+    k, v = torch.randn(2, 2, 9, 3), torch.randn(2, 2, 9, 5)  # D_v != D_k, as MLA caches them
+    label = "KVCache(max_len=9), k (2, 2, ·, 3), v (2, 2, ·, 5), updates of 4, 1, 3 positions"
+    addresses = None
+    for start, stop in ((0, 4), (4, 5), (5, 8)):
+        k_all, v_all = cache.update(k[:, :, start:stop], v[:, :, start:stop])
+        buffers_ok = (
+            isinstance(cache.keys, torch.Tensor)
+            and isinstance(cache.values, torch.Tensor)
+            and tuple(cache.keys.shape) == (2, 2, 9, 3)
+            and tuple(cache.values.shape) == (2, 2, 9, 5)
+        )
+        expect(
+            buffers_ok,
+            "keys and values are not preallocated with max_len positions",
+            input=label + f", after positions {start}..{stop - 1}",
+            expected="cache.keys (2, 2, 9, 3) and cache.values (2, 2, 9, 5)",
+            got=f"{getattr(cache.keys, 'shape', cache.keys)} and {getattr(cache.values, 'shape', cache.values)}",
+            hint="allocate (B, H_kv, max_len, D) zeros on the first update and write into them in place",
+        )
+        if addresses is None:
+            addresses = (cache.keys.data_ptr(), cache.values.data_ptr())
+        expect(
+            (cache.keys.data_ptr(), cache.values.data_ptr()) == addresses,
+            "the buffers were reallocated",
+            input=label + f", after positions {start}..{stop - 1}",
+            expected="the same storage as after the first update",
+            got="new tensors",
+            hint="write into the buffers in place (slice assignment); torch.cat or a fresh tensor copies everything",
+        )
+        expect(
+            k_all.data_ptr() == cache.keys.data_ptr() and v_all.data_ptr() == cache.values.data_ptr(),
+            "the returned keys and values are copies, not views of the buffers",
+            input=label + f", after positions {start}..{stop - 1}",
+            expected="keys[:, :, :length] and values[:, :, :length] (same storage)",
+            got="tensors with their own storage",
+            hint="return basic slices of the buffers; .clone(), .contiguous() on a strided prefix or torch.cat copy",
+        )
+        expect(
+            torch.equal(k_all, k[:, :, :stop]) and torch.equal(v_all, v[:, :, :stop]),
+            "the returned prefix does not hold the positions so far",
+            input=label + f", after positions {start}..{stop - 1}",
+            expected=f"k[:, :, :{stop}] and v[:, :, :{stop}]",
+            got="different contents",
+            hint="keys and values may have different head sizes: allocate each from its own input",
+        )
+
+
+RAGGED_CASES = [
+    # (B, H_kv, D_k, D_v, max_len, dtype)
+    (3, 2, 4, 4, 24, torch.float32),
+    (1, 1, 8, 8, 16, torch.float64),
+    (4, 2, 6, 3, 20, torch.bfloat16),
+    (2, 4, 2, 2, 30, torch.float16),
+]
+
+
+@checks("KVCache")
+def ragged_workloads_match_per_sequence_lists(ex):
+    """random ragged updates (rows of different lengths, paused rows, chunks) equal a list of tensors per row"""
+    for batch, heads, d_k, d_v, max_len, dtype in RAGGED_CASES:
+        cache, reference = ex.KVCache(max_len=max_len), ListCache(batch)
+        steps = [torch.randint(1, 6, (batch,))] + [None] * 7  # a ragged prefill, then random chunks
+        for step, num_new in enumerate(steps):
+            width = int(torch.randint(1, 4, ()).item()) if num_new is None else int(num_new.max())
+            if num_new is None:
+                num_new = torch.randint(0, width + 1, (batch,))
+                if step % 3 == 1:
+                    num_new = torch.ones(batch, dtype=torch.long)  # a decode step
+            if max(reference.lengths() if step else [0]) + width > max_len:
+                break
+            k = torch.randn(batch, heads, width, d_k).to(dtype)
+            v = torch.randn(batch, heads, width, d_v).to(dtype)
+            label = (
+                f"KVCache(max_len={max_len}), {describe(k=k, v=v)}, update {step}, num_new {num_new.tolist()}, "
+                f"lengths before {reference.lengths() if step else [0] * batch}"
+            )
+            k_all, v_all = cache.update(k.clone(), v.clone(), num_new.clone())
+            reference.append(k, v, num_new.tolist())
+            expect_matches_lists(
+                cache,
+                k_all,
+                v_all,
+                reference,
+                label=label,
+                dtype=dtype,
+                hint="write row b's first num_new[b] columns at positions lengths[b], ... of row b only (its own "
+                "length, not the batch's longest), and store k and v unchanged (no cast, no repeat_kv)",
             )
 
 
 @checks("KVCache")
-def keeps_dtype_and_batch_rows(ex):
-    """fp16 and bf16 caches keep the dtype, the KV head count and each batch row's own keys"""
-    for dtype in LOW_PRECISION:
-        k, v = torch.randn(3, 2, 6, 8).to(dtype), torch.randn(3, 2, 6, 8).to(dtype)
-        cache = ex.KVCache()
-        cache.update(k[:, :, :4], v[:, :, :4])
-        k_all, v_all = cache.update(k[:, :, 4:], v[:, :, 4:])
-        label = describe(k=k) + ", two updates of 4 and 2 positions"
-        expect_tensor(k_all, shape=k.shape, dtype=dtype, input=label, what="returned keys")
-        expect(
-            torch.equal(k_all, k) and torch.equal(v_all, v),
-            "the cached tensors differ from the inputs",
-            input=label,
-            expected="k and v unchanged, batch rows and heads in place",
-            got=f"{int((k_all != k).sum() + (v_all != v).sum())} elements differ",
-            hint="store H_kv heads as given (no repeat_kv before the cache, no casting)",
+def ragged_decoding_equals_attention_per_sequence(ex):
+    """a right-padded prefill of prompts 6, 2, 4, then decode steps (one row paused): every row equals SDPA over
+    that row's own sequence"""
+    prompt_lengths, steps = [6, 2, 4], 6
+    totals = [n + steps for n in prompt_lengths]
+    q = [torch.randn(4, n, 8, dtype=torch.float64) for n in totals]  # (H, n, D) per sequence, GQA 4 / 2
+    k = [torch.randn(2, n, 8, dtype=torch.float64) for n in totals]
+    v = [torch.randn(2, n, 8, dtype=torch.float64) for n in totals]
+    full = [sdpa(q[b][None], k[b][None], v[b][None], causal=True)[0] for b in range(3)]  # (H, n, D) oracle
+
+    def stack(tensors, starts, width):
+        out = torch.zeros(3, tensors[0].shape[0], width, 8, dtype=torch.float64)
+        for b, (t, s) in enumerate(zip(tensors, starts, strict=True)):
+            piece = t[:, s : s + width]
+            out[b, :, : piece.shape[1]] = piece
+        return out.float()
+
+    caches = [ex.KVCache(max_len=16) for _ in range(2)]  # two layers: no state may be shared between instances
+    positions = [0, 0, 0]
+    schedule = [prompt_lengths] + [[1, 0 if step in (1, 2) else 1, 1] for step in range(steps)]
+    for step, num_new in enumerate(schedule):
+        width = max(num_new)
+        q_new, k_new, v_new = stack(q, positions, width), stack(k, positions, width), stack(v, positions, width)
+        for layer, cache in enumerate(caches):
+            k_all, v_all = cache.update(k_new, v_new, torch.tensor(num_new))
+            mask = cache.key_mask()
+            label = (
+                f"3 sequences, prompts {prompt_lengths} right-padded, H_q 4 / H_kv 2, layer {layer}, "
+                f"{'prefill' if step == 0 else f'decode step {step}'}, num_new {num_new}"
+            )
+            expect_tensor(mask, shape=(3, k_all.shape[2]), dtype=torch.bool, input=label, what="key_mask()")
+            causal = step == 0  # the prefill starts every row at position 0; a decode step is one query
+            out = sdpa(q_new, k_all, v_all, causal=causal, key_padding_mask=mask)  # (3, H, width, D)
+            for b in range(3):
+                if num_new[b] == 0:
+                    continue
+                rows = slice(positions[b], positions[b] + num_new[b])
+                expect_close(
+                    out[b, :, : num_new[b]],
+                    full[b][:, rows],
+                    input=label + f", row {b} positions {rows.start}..{rows.stop - 1}",
+                    hint="attention over the returned prefix with key_mask() must see exactly row b's own keys: "
+                    "write each row at its own length, and mask the columns it has not written",
+                )
+        positions = [p + n for p, n in zip(positions, num_new, strict=True)]
+
+
+@checks("KVCache")
+def refuses_bad_updates_before_writing(ex):
+    """max_len < 1, mismatched k/v, a changed batch, heads, head size or dtype, num_new out of range and a write
+    past max_len are refused with a ValueError, and leave the cache untouched"""
+    for max_len in (0, -3):
+        expect_refused(
+            lambda max_len=max_len: ex.KVCache(max_len=max_len),
+            input=f"KVCache(max_len={max_len})",
+            hint="the given __init__ refuses max_len < 1: keep it",
+            errors=(ValueError,),
         )
+    cache = ex.KVCache(max_len=6)
+    first_k, first_v = torch.randn(2, 2, 3, 4), torch.randn(2, 2, 3, 4)
+    cache.update(first_k, first_v, torch.tensor([2, 3]))  # lengths [2, 3]
+    state = (cache.keys.clone(), cache.values.clone(), cache.lengths.clone(), cache.length)
+
+    def random(*shape, dtype=torch.float32):
+        return torch.randn(*shape).to(dtype)
+
+    bad = [
+        ("k (2, 2, 1, 4) with v (2, 2, 2, 4): different S_new", random(2, 2, 1, 4), random(2, 2, 2, 4), None),
+        ("k of 3 dimensions (2, 1, 4)", random(2, 1, 4), random(2, 1, 4), None),
+        ("a batch of 3 for a cache of 2 rows", random(3, 2, 1, 4), random(3, 2, 1, 4), None),
+        ("4 KV heads for a cache of 2", random(2, 4, 1, 4), random(2, 4, 1, 4), None),
+        ("head size 5 for a cache of 4", random(2, 2, 1, 5), random(2, 2, 1, 5), None),
+        (
+            "float64 k, v for a float32 cache",
+            random(2, 2, 1, 4, dtype=torch.float64),
+            random(2, 2, 1, 4, dtype=torch.float64),
+            None,
+        ),
+        ("num_new [1, 3] with S_new = 2", random(2, 2, 2, 4), random(2, 2, 2, 4), torch.tensor([1, 3])),
+        ("num_new [-1, 1]", random(2, 2, 2, 4), random(2, 2, 2, 4), torch.tensor([-1, 1])),
+        ("num_new of 3 rows for a batch of 2", random(2, 2, 1, 4), random(2, 2, 1, 4), torch.tensor([1, 1, 1])),
+    ]
+    for description, k, v, num_new in bad:
+        label = f"KVCache(max_len=6) at lengths [2, 3], update with {description}"
+        expect_refused(
+            lambda k=k, v=v, num_new=num_new: cache.update(k, v, num_new),
+            input=label,
+            hint="validate k, v and num_new against the buffers before writing; raise ValueError with the sizes",
+            errors=(ValueError,),
+        )
+        expect_unchanged(cache, state, label)
+    # past max_len: row 0 fits exactly (2 + 4 = 6), row 1 does not (3 + 4 = 7 > 6); nothing may be written
+    k, v = random(2, 2, 4, 4), random(2, 2, 4, 4)
+    label = "KVCache(max_len=6) at lengths [2, 3], update of 4 positions per row: row 0 reaches 6, row 1 would hold 7"
+    hint = "check lengths + num_new <= max_len for every row before writing any of them; a ValueError naming the row"
+    expect_refused(lambda: cache.update(k, v), input=label, hint=hint, errors=(ValueError,))
+    expect_unchanged(cache, state, label)
+    try:
+        cache.update(k, v)
+        message = ""
+    except ValueError as error:
+        message = str(error)
+    expect(
+        "row 1" in message.lower(),
+        "the refusal does not name the row that would overflow",
+        input=label,
+        expected="a message naming row 1 (e.g. 'row 1 would hold 7 positions, more than max_len = 6')",
+        got=repr(message[:120]),
+        hint="name the first row whose lengths + num_new > max_len (strictly: row 0 fills exactly and is fine)",
+    )
+    k_all, _ = cache.update(k, v, torch.tensor([4, 3]))  # both rows end exactly at max_len: allowed
+    expect(
+        cache.lengths.tolist() == [6, 6]
+        and torch.equal(k_all[0, :, 2:6], k[0])
+        and torch.equal(k_all[1, :, 3:6], k[1, :, :3]),
+        "a write that ends exactly at max_len is refused or misplaced",
+        input="KVCache(max_len=6) at lengths [2, 3], update of num_new [4, 3] (both rows reach 6)",
+        expected="lengths [6, 6], row 0's positions 2..5 and row 1's positions 3..5 = the new keys",
+        got=f"lengths {cache.lengths.tolist()}",
+        hint="a row may hold max_len positions: refuse lengths + num_new > max_len, not >=",
+    )
+
+
+def expect_unchanged(cache, state, label):
+    keys, values, lengths, length = state
+    same = (
+        torch.equal(cache.keys, keys)
+        and torch.equal(cache.values, values)
+        and torch.equal(cache.lengths, lengths)
+        and cache.length == length
+    )
+    expect(
+        same,
+        "a refused update changed the cache",
+        input=label,
+        expected=f"buffers unchanged, lengths {lengths.tolist()}, length {length}",
+        got=f"lengths {cache.lengths.tolist()}, length {cache.length}, "
+        f"{int((cache.keys != keys).sum() + (cache.values != values).sum())} buffer elements changed",
+        hint="validate everything (every row's bound included) before the first write",
+    )

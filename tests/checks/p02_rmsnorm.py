@@ -103,7 +103,8 @@ def fp16_large_activations_do_not_overflow(ex):
         input=label,
         expected="finite, non-zero values",
         got=f"{got.flatten()[:4].tolist()} ...",
-        hint="compute mean(x**2) in float32: x.float() before squaring, cast back at the end",
+        hint="compute mean(x**2) in float32: x.to(torch.promote_types(x.dtype, torch.float32)) before squaring "
+        "(float64 stays float64), cast back at the end",
     )
     expect_close(
         got,

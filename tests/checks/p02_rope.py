@@ -1,13 +1,16 @@
 """Checks for p02.rope. References: Hugging Face `LlamaRotaryEmbedding` and `apply_rotary_pos_emb` built locally
 from a tiny `LlamaConfig` (tables, oracle in float64, baseline in the dtype under test), Meta's complex-number
-formulation (`torch.polar`, `torch.view_as_complex`) in float64, and hand-derived closed forms."""
+formulation (`torch.polar`, `torch.view_as_complex`) in float64, hand-derived closed forms, and for the long-context
+rules transformers' `ROPE_INIT_FUNCTIONS["llama3"]` / `["yarn"]` (baseline) with a float64 loop spec (oracle)."""
 
+import math
 import warnings
 from functools import cache
 
 import torch
 
-from llm_algo.check import Checks, describe, expect, expect_close, expect_tensor
+from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor, reference_only
+from llm_algo.references.hf import config_of
 
 checks = Checks("p02.rope")
 
@@ -477,3 +480,391 @@ def half_precision_inputs_interleaved(ex):
 def half_precision_rounded_once_interleaved(ex):
     """fp16 and bf16 queries: rotated in float32 and rounded to the input dtype once, at the end"""
     rounded_once(ex.apply_rope_interleaved, hf_rope_on_permuted, HINT_ROUND_ONCE)
+
+
+# ------------------------------------------------------------------------------------------ scaled_inv_freq
+
+# (name, head_dim, rope_parameters): published long-context configs and small made-up ones whose pairs fall in
+# every band (keep, blend, interpolate)
+LLAMA3_CONFIGS = [
+    (
+        "Llama-3.1-8B",
+        128,
+        dict(
+            rope_type="llama3",
+            rope_theta=500000.0,
+            factor=8.0,
+            low_freq_factor=1.0,
+            high_freq_factor=4.0,
+            original_max_position_embeddings=8192,
+        ),
+    ),
+    (
+        "Llama-3.2-1B",
+        64,
+        dict(
+            rope_type="llama3",
+            rope_theta=500000.0,
+            factor=32.0,
+            low_freq_factor=1.0,
+            high_freq_factor=4.0,
+            original_max_position_embeddings=8192,
+        ),
+    ),
+    (
+        "made-up, D = 16",
+        16,
+        dict(
+            rope_type="llama3",
+            rope_theta=10000.0,
+            factor=4.0,
+            low_freq_factor=1.0,
+            high_freq_factor=4.0,
+            original_max_position_embeddings=256,
+        ),
+    ),
+    (
+        "made-up, D = 24, low 2, high 8",
+        24,
+        dict(
+            rope_type="llama3",
+            rope_theta=10000.0,
+            factor=6.0,
+            low_freq_factor=2.0,
+            high_freq_factor=8.0,
+            original_max_position_embeddings=512,
+        ),
+    ),
+]
+YARN_CONFIGS = [
+    (
+        "Qwen2.5 YaRN x4",
+        128,
+        dict(rope_type="yarn", rope_theta=1000000.0, factor=4.0, original_max_position_embeddings=32768),
+    ),
+    (
+        "gpt-oss",
+        64,
+        dict(
+            rope_type="yarn",
+            rope_theta=150000.0,
+            factor=32.0,
+            original_max_position_embeddings=4096,
+            beta_fast=32.0,
+            beta_slow=1.0,
+            truncate=False,
+        ),
+    ),
+    (
+        "DeepSeek-V3 (mscale)",
+        64,
+        dict(
+            rope_type="yarn",
+            rope_theta=10000.0,
+            factor=40.0,
+            original_max_position_embeddings=4096,
+            beta_fast=32.0,
+            beta_slow=1.0,
+            mscale=1.0,
+            mscale_all_dim=1.0,
+        ),
+    ),
+    (
+        "made-up, mscale 0.7 / 1.0",
+        32,
+        dict(
+            rope_type="yarn",
+            rope_theta=10000.0,
+            factor=16.0,
+            original_max_position_embeddings=1024,
+            mscale=0.7,
+            mscale_all_dim=1.0,
+        ),
+    ),
+    (
+        "made-up, D = 16, attention_factor 1.3",
+        16,
+        dict(
+            rope_type="yarn", rope_theta=10000.0, factor=8.0, original_max_position_embeddings=64, attention_factor=1.3
+        ),
+    ),
+    (
+        "made-up, base 10: the correction range clipped at head_dim - 1",
+        16,
+        dict(rope_type="yarn", rope_theta=10.0, factor=4.0, original_max_position_embeddings=1024),
+    ),
+    (
+        "made-up, original context 4: a = b = 0",
+        8,
+        dict(rope_type="yarn", rope_theta=10000.0, factor=2.0, original_max_position_embeddings=4),
+    ),
+    (
+        "made-up, factor 1.5",
+        12,
+        dict(rope_type="yarn", rope_theta=10000.0, factor=1.5, original_max_position_embeddings=128),
+    ),
+    (
+        "made-up, D = 20, beta 8 / 2",
+        20,
+        dict(
+            rope_type="yarn",
+            rope_theta=5000.0,
+            factor=3.0,
+            original_max_position_embeddings=300,
+            beta_fast=8.0,
+            beta_slow=2.0,
+        ),
+    ),
+]
+
+
+def scaled_config(head_dim: int, params: dict):
+    factor = params.get("factor", 1.0)
+    fields = dict(
+        hidden_size=2 * head_dim,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        head_dim=head_dim,
+        intermediate_size=8,
+        num_hidden_layers=1,
+        vocab_size=16,
+        max_position_embeddings=int(params.get("original_max_position_embeddings", 64) * factor),
+        rope_parameters=dict(params),
+    )
+    return config_of("LlamaConfig", fields)
+
+
+def hf_init(head_dim: int, params: dict):
+    """transformers' own initialiser for this rope_type: (inv_freq float32, attention_factor)."""
+    with reference_only(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+        inv_freq, attention_factor = ROPE_INIT_FUNCTIONS[params["rope_type"]](
+            scaled_config(head_dim, params), torch.device("cpu")
+        )
+    return inv_freq, float(attention_factor)
+
+
+def spec_llama3(head_dim: int, p: dict) -> list[float]:
+    """Llama 3.1's rule, pair by pair in float64 (Meta's apply_scaling): keep, divide, or blend by wavelength."""
+    out = []
+    for i in range(head_dim // 2):
+        theta = p["rope_theta"] ** (-2 * i / head_dim)
+        wavelength = 2 * math.pi / theta
+        short, long = (
+            p["original_max_position_embeddings"] / p["high_freq_factor"],
+            (p["original_max_position_embeddings"] / p["low_freq_factor"]),
+        )
+        if wavelength < short:
+            out.append(theta)
+        elif wavelength > long:
+            out.append(theta / p["factor"])
+        else:
+            smooth = (p["original_max_position_embeddings"] / wavelength - p["low_freq_factor"]) / (
+                p["high_freq_factor"] - p["low_freq_factor"]
+            )
+            out.append((1 - smooth) * theta / p["factor"] + smooth * theta)
+    return out
+
+
+def spec_yarn(head_dim: int, p: dict) -> tuple[list[float], float]:
+    """YaRN pair by pair in float64 (Peng et al., 2023, as transformers configures it)."""
+    base, s, length = p["rope_theta"], p["factor"], p["original_max_position_embeddings"]
+    turns_to_pair = lambda turns: head_dim * math.log(length / (turns * 2 * math.pi)) / (2 * math.log(base))  # noqa: E731
+    low, high = turns_to_pair(p.get("beta_fast", 32.0)), turns_to_pair(p.get("beta_slow", 1.0))
+    if p.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, head_dim - 1)
+    high = high + 0.001 if high == low else high
+    out = []
+    for i in range(head_dim // 2):
+        theta = base ** (-2 * i / head_dim)
+        interpolate = min(max((i - low) / (high - low), 0.0), 1.0)
+        out.append(interpolate * theta / s + (1 - interpolate) * theta)
+    if "attention_factor" in p:
+        factor = p["attention_factor"]
+    elif p.get("mscale") and p.get("mscale_all_dim"):
+        factor = (0.1 * p["mscale"] * math.log(s) + 1) / (0.1 * p["mscale_all_dim"] * math.log(s) + 1)
+    else:
+        factor = 0.1 * math.log(s) + 1 if s > 1 else 1.0
+    return out, factor
+
+
+def expect_frequencies(ex, name, head_dim, params, spec, hint):
+    got, got_factor = ex.scaled_inv_freq(head_dim, dict(params))
+    label = f"{name}: head_dim={head_dim}, rope_parameters={params}"
+    reference, reference_factor = hf_init(head_dim, params)
+    expect_tensor(
+        got,
+        shape=(head_dim // 2,),
+        dtype=torch.float32,
+        input=label,
+        what="inv_freq",
+        hint="return the head_dim/2 frequencies in float32, as transformers does",
+    )
+    expect_close(
+        got, torch.tensor(spec, dtype=torch.float64), baseline=reference, input=label, what="inv_freq", hint=hint
+    )
+    expect(
+        isinstance(got_factor, float) and math.isclose(got_factor, reference_factor, rel_tol=1e-9),
+        "wrong attention factor",
+        input=label,
+        expected=f"{reference_factor!r} (a Python float, as transformers' initialiser returns)",
+        got=repr(got_factor),
+        hint="llama3: 1.0; yarn: attention_factor if given, else (0.1 mscale ln s + 1) / (0.1 mscale_all_dim ln s + 1) "
+        "when both are given, else 0.1 ln s + 1",
+    )
+
+
+@checks("scaled_inv_freq")
+def llama3_matches_transformers(ex):
+    """rope_type="llama3": Llama 3.1, Llama 3.2 and made-up configs equal ROPE_INIT_FUNCTIONS["llama3"]"""
+    for name, head_dim, params in LLAMA3_CONFIGS:
+        expect_frequencies(
+            ex,
+            name,
+            head_dim,
+            params,
+            spec_llama3(head_dim, params),
+            hint="wavelength 2 pi / theta: below L / high_freq_factor keep theta, above L / low_freq_factor use "
+            "theta / factor, in between (1 - g) theta / factor + g theta with g = (L / wavelength - low) / (high - low)",
+        )
+
+
+@checks("scaled_inv_freq")
+def yarn_matches_transformers(ex):
+    """rope_type="yarn": Qwen2.5, gpt-oss (truncate false), DeepSeek-V3 (mscale) and made-up configs equal
+    ROPE_INIT_FUNCTIONS["yarn"], frequencies and attention factor"""
+    for name, head_dim, params in YARN_CONFIGS:
+        spec, _ = spec_yarn(head_dim, params)
+        expect_frequencies(
+            ex,
+            name,
+            head_dim,
+            params,
+            spec,
+            hint="ramp over the pair index i: r = clamp((i - a) / (b - a), 0, 1) with a = floor(d(beta_fast)), "
+            "b = ceil(d(beta_slow)) (no rounding when truncate is false), clipped to [0, head_dim - 1]; "
+            "theta' = r theta / s + (1 - r) theta",
+        )
+
+
+@checks("scaled_inv_freq")
+def tables_match_llama_rotary_embedding(ex):
+    """scaled_rope_cache equals LlamaRotaryEmbedding's cos, sin (attention factor included) up to 4x the original
+    context, in float32 and bfloat16; rope_type "default" gives the plain tables"""
+    cases = [
+        (
+            "made-up YaRN",
+            16,
+            dict(rope_type="yarn", rope_theta=10000.0, factor=4.0, original_max_position_embeddings=64),
+        ),
+        ("made-up llama3", 16, LLAMA3_CONFIGS[2][2]),
+        ("default", 16, dict(rope_type="default", rope_theta=10000.0)),
+    ]
+    for name, head_dim, params in cases:
+        seq_len = 4 * params.get("original_max_position_embeddings", 64)
+        with reference_only(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+            rotary = LlamaRotaryEmbedding(scaled_config(head_dim, params))
+            positions = torch.arange(seq_len)[None]
+            probe = torch.zeros(1, seq_len, head_dim)
+            oracle = [t[0].double() for t in rotary(probe.double(), positions)]
+        for dtype in (torch.float32, torch.bfloat16):
+            got = ex.scaled_rope_cache(seq_len, head_dim, dict(params), dtype=dtype)
+            with reference_only():
+                baseline = [t[0] for t in rotary(probe.to(dtype), positions)]
+            label = f"scaled_rope_cache({seq_len}, {head_dim}, {name}: {params}, dtype={dtype})"
+            expect(isinstance(got, tuple) and len(got) == 2, "scaled_rope_cache must return (cos, sin)", input=label)
+            for what, table, want, base in zip(("cos", "sin"), got, oracle, baseline, strict=True):
+                expect_tensor(table, shape=(seq_len, head_dim), dtype=dtype, input=label, what=what)
+                expect_close(
+                    table,
+                    want,
+                    baseline=base,
+                    input=label,
+                    what=what,
+                    hint="angles = positions x scaled inv_freq in float32, [angles, angles], cos and sin "
+                    "each multiplied by the attention factor, then cast to dtype",
+                )
+
+
+@checks("scaled_inv_freq")
+def bands_by_hand(ex):
+    """factor 1 changes nothing; Llama 3.1 keeps its fastest pair and divides its slowest by 8; YaRN x4 keeps pair 0,
+    divides the last by 4 and scales attention by 0.1 ln 4 + 1"""
+    plain = 500000.0 ** (-torch.arange(0, 128, 2, dtype=torch.float64) / 128)
+    llama = dict(LLAMA3_CONFIGS[0][2])
+    got, factor = ex.scaled_inv_freq(128, llama)
+    label = "Llama-3.1-8B: head_dim 128, base 500000, factor 8, L 8192"
+    expect(
+        math.isclose(float(got[0]), 1.0, rel_tol=1e-6)
+        and math.isclose(float(got[-1]), float(plain[-1]) / 8, rel_tol=1e-5),
+        "the fastest and slowest pairs are not kept and divided by the factor",
+        input=label,
+        expected=f"inv_freq[0] = 1 (wavelength 6.3 < 2048: kept), inv_freq[63] = {float(plain[-1]) / 8:.4e} (theta / 8)",
+        got=f"inv_freq[0] = {float(got[0]):.6g}, inv_freq[63] = {float(got[-1]):.4e}",
+        hint="short waves keep theta, long waves get theta / factor: not the other way round",
+    )
+    defaults = {k: v for k, v in llama.items() if k not in ("low_freq_factor", "high_freq_factor")}
+    got_defaults, _ = ex.scaled_inv_freq(128, defaults)
+    expect_close(
+        got_defaults,
+        torch.tensor(spec_llama3(128, llama), dtype=torch.float64),
+        baseline=got,
+        input=f"rope_parameters={defaults} (low_freq_factor and high_freq_factor left out)",
+        what="inv_freq",
+        hint="the defaults are Llama 3.1's: low_freq_factor 1, high_freq_factor 4",
+    )
+    for params in (
+        dict(llama, factor=1.0),
+        dict(YARN_CONFIGS[0][2], factor=1.0),
+    ):
+        got, factor = ex.scaled_inv_freq(128, params)
+        base = params["rope_theta"]
+        want = base ** (-torch.arange(0, 128, 2, dtype=torch.float64) / 128)
+        label = f"rope_parameters={params} (factor 1: nothing to extend)"
+        expect_close(got, want, input=label, what="inv_freq", hint="with factor 1 both branches of the blend are theta")
+        expect(
+            factor == 1.0,
+            "factor 1 must leave the attention factor at 1",
+            input=label,
+            expected="1.0",
+            got=repr(factor),
+            hint="0.1 ln(1) + 1 = 1; the temperature only applies for factor > 1",
+        )
+    params = dict(YARN_CONFIGS[0][2])
+    got, factor = ex.scaled_inv_freq(128, params)
+    label = "Qwen2.5 YaRN: head_dim 128, base 1e6, factor 4, L 32768"
+    plain = 1e6 ** (-torch.arange(0, 128, 2, dtype=torch.float64) / 128)
+    expect(
+        math.isclose(float(got[0]), 1.0, rel_tol=1e-6)
+        and math.isclose(float(got[-1]), float(plain[-1]) / 4, rel_tol=1e-5)
+        and math.isclose(factor, 0.1 * math.log(4) + 1, rel_tol=1e-9),
+        "YaRN's ends or its attention factor are wrong",
+        input=label,
+        expected=f"inv_freq[0] = 1, inv_freq[63] = {float(plain[-1]) / 4:.4e}, attention factor {0.1 * math.log(4) + 1:.6f}",
+        got=f"inv_freq[0] = {float(got[0]):.6g}, inv_freq[63] = {float(got[-1]):.4e}, attention factor {factor!r}",
+        hint="the ramp is 0 (keep) below pair a and 1 (theta / s) above pair b; attention factor 0.1 ln s + 1",
+    )
+
+
+@checks("scaled_inv_freq")
+def refuses_bad_parameters(ex):
+    """an odd head_dim, rope_type "ntk", factor 0.5, high_freq_factor == low_freq_factor: ValueError"""
+    bad = [
+        (15, dict(LLAMA3_CONFIGS[2][2])),
+        (16, dict(rope_type="ntk", rope_theta=10000.0, factor=4.0, original_max_position_embeddings=64)),
+        (16, dict(YARN_CONFIGS[4][2], factor=0.5)),
+        (16, dict(LLAMA3_CONFIGS[2][2], high_freq_factor=1.0)),
+    ]
+    for head_dim, params in bad:
+        expect_refused(
+            lambda head_dim=head_dim, params=params: ex.scaled_inv_freq(head_dim, params),
+            input=f"head_dim={head_dim}, rope_parameters={params}",
+            hint="validate first: head_dim even, rope_type in (default, llama3, yarn), factor >= 1, high > low",
+            errors=(ValueError,),
+        )

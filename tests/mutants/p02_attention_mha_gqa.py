@@ -92,20 +92,85 @@ MUTANTS = [
     Mutant(
         "KVCache",
         "returns_only_new",
-        "stores the concatenation but returns only the new keys and values",
-        [("return self.keys, self.values", "return k, v")],
+        "stores the new chunk but returns only the new keys and values",
+        [
+            (
+                "return self.keys[:, :, : self.length], self.values[:, :, : self.length]",
+                "return k, v",
+            )
+        ],
     ),
     Mutant(
         "KVCache",
         "counts_calls",
         "length counts updates instead of positions",
-        [("self.length += k.shape[2]", "self.length += 1")],
+        [("self.length = int(new_lengths.max())", "self.length += 1")],
     ),
     Mutant(
         "KVCache",
         "overwrites",
-        "replaces the cache with each new chunk instead of appending",
-        [("self.keys = torch.cat((self.keys, k), dim=2)", "self.keys = k")],
+        "writes every chunk at position 0 instead of after the cached positions",
+        [("start, count = int(self.lengths[row]), int(num_new[row])", "start, count = 0, int(num_new[row])")],
+    ),
+    Mutant(
+        "KVCache",
+        "writes_at_common_length",
+        "writes every row at the batch's longest length instead of its own lengths[b]",
+        [("start, count = int(self.lengths[row]), int(num_new[row])", "start, count = self.length, int(num_new[row])")],
+    ),
+    Mutant(
+        "KVCache",
+        "counts_padding",
+        "advances every row by S_new, the padding columns included, instead of num_new[b]",
+        [("new_lengths = self.lengths + num_new", "new_lengths = self.lengths + S_new")],
+    ),
+    Mutant(
+        "KVCache",
+        "returns_copies",
+        "makes the prefix contiguous for attention: a full copy of the cache at every step",
+        [
+            (
+                "return self.keys[:, :, : self.length], self.values[:, :, : self.length]",
+                "return self.keys[:, :, : self.length].contiguous(), self.values[:, :, : self.length].contiguous()",
+            )
+        ],
+    ),
+    Mutant(
+        "KVCache",
+        "returns_whole_buffer",
+        "returns the whole max_len buffer instead of the valid prefix",
+        [
+            (
+                "return self.keys[:, :, : self.length], self.values[:, :, : self.length]",
+                "return self.keys, self.values",
+            )
+        ],
+    ),
+    Mutant(
+        "KVCache",
+        "bound_checked_while_writing",
+        "checks max_len row by row inside the write loop: the rows before the full one are already written",
+        [
+            ("if bool((new_lengths > self.max_len).any()):", "if False:"),
+            (
+                "start, count = int(self.lengths[row]), int(num_new[row])",
+                "start, count = int(self.lengths[row]), int(num_new[row])\n"
+                "            if start + count > self.max_len:\n"
+                '                raise ValueError(f"row {row} is full")',
+            ),
+        ],
+    ),
+    Mutant(
+        "KVCache",
+        "bound_off_by_one",
+        "refuses a write that fills a row exactly (>= max_len instead of > max_len)",
+        [("(new_lengths > self.max_len).any()", "(new_lengths >= self.max_len).any()")],
+    ),
+    Mutant(
+        "KVCache",
+        "key_mask_inclusive",
+        "marks column lengths[b] as written too (<= instead of <)",
+        [("columns[None, :] < self.lengths[:, None]", "columns[None, :] <= self.lengths[:, None]")],
     ),
     Mutant(
         "attention",

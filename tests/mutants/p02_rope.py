@@ -104,4 +104,67 @@ MUTANTS = [
             ("x_even * sin_t + x_odd * cos_t", "-x_even * sin_t + x_odd * cos_t"),
         ],
     ),
+    # scaled_inv_freq
+    Mutant(
+        "scaled_inv_freq",
+        "llama3_bands_swapped",
+        "Llama 3.1's blend the wrong way round: the fast pairs interpolated, the slow ones kept",
+        [
+            (
+                "return (1 - keep) * inv_freq / factor + keep * inv_freq, 1.0",
+                "return keep * inv_freq / factor + (1 - keep) * inv_freq, 1.0",
+            )
+        ],
+    ),
+    Mutant(
+        "scaled_inv_freq",
+        "llama3_no_clamp",
+        "uses Llama 3.1's smoothing weight outside its band, without the clamp to [0, 1]",
+        [(".clamp(0, 1)  # 1: short waves, 0: long waves", "  # 1: short waves, 0: long waves")],
+    ),
+    Mutant(
+        "scaled_inv_freq",
+        "yarn_ramp_reversed",
+        "YaRN's ramp the wrong way round: the fast pairs interpolated",
+        [
+            (
+                "inv_freq = ramp * inv_freq / factor + (1 - ramp) * inv_freq",
+                "inv_freq = (1 - ramp) * inv_freq / factor + ramp * inv_freq",
+            )
+        ],
+    ),
+    Mutant(
+        "scaled_inv_freq",
+        "yarn_interpolates_everything",
+        "plain position interpolation under the name yarn: every pair divided by the factor",
+        [
+            (
+                "inv_freq = ramp * inv_freq / factor + (1 - ramp) * inv_freq",
+                "inv_freq = inv_freq / factor",
+            )
+        ],
+    ),
+    Mutant(
+        "scaled_inv_freq",
+        "yarn_no_attention_factor",
+        "forgets YaRN's attention temperature: the factor stays 1",
+        [('attention_factor = rope_parameters.get("attention_factor")', "attention_factor = 1.0")],
+    ),
+    Mutant(
+        "scaled_inv_freq",
+        "yarn_never_truncates",
+        "ignores truncate: the correction range is never rounded to whole pairs",
+        [('if rope_parameters.get("truncate", True):', "if False:")],
+    ),
+    Mutant(
+        "scaled_inv_freq",
+        "tables_without_attention_factor",
+        "builds the tables from the scaled frequencies but drops the attention factor",
+        [
+            (
+                "return (angles.cos() * attention_factor).to(dtype), (angles.sin() * attention_factor).to(dtype)",
+                "return angles.cos().to(dtype), angles.sin().to(dtype)",
+            )
+        ],
+    ),
 ]

@@ -86,4 +86,92 @@ MUTANTS = [
             )
         ],
     ),
+    # SwiGLUFunction
+    Mutant(
+        "SwiGLUFunction",
+        "silu_derivative_is_sigmoid",
+        "takes silu'(z) = sigmoid(z), the derivative of the gate of the original GLU",
+        [("sig * (1 + g * (1 - sig))", "sig")],
+    ),
+    Mutant(
+        "SwiGLUFunction",
+        "grad_x_gate_path_only",
+        "forgets that x feeds the up projection too: grad_x from the gate path only",
+        [("grad_x = grad_gate @ w_gate + grad_up @ w_up", "grad_x = grad_gate @ w_gate")],
+    ),
+    Mutant(
+        "SwiGLUFunction",
+        "grad_up_times_gate",
+        "multiplies the up gradient by the gate pre-activation instead of silu(gate)",
+        [("grad_up = (grad_a * s).to(x.dtype)", "grad_up = (grad_a * g).to(x.dtype)")],
+    ),
+    Mutant(
+        "SwiGLUFunction",
+        "weight_grad_mean",
+        "averages grad_w_down over the rows instead of summing",
+        [("grad_w_down = grad_rows.T @ a", "grad_w_down = grad_rows.T @ a / grad_rows.shape[0]")],
+    ),
+    Mutant(
+        "SwiGLUFunction",
+        "grad_x_not_reshaped",
+        "returns grad_x as (N, d) rows instead of x's shape",
+        [("return grad_x.reshape(x.shape), grad_w_gate", "return grad_x, grad_w_gate")],
+    ),
+    Mutant(
+        "SwiGLUFunction",
+        "calls_autograd",
+        "rebuilds the forward under enable_grad and asks autograd for the gradients",
+        [
+            (
+                "d, h = x.shape[-1], gate.shape[-1]",
+                "with torch.enable_grad():\n"
+                "            leaves = [t.detach().requires_grad_() for t in (x, w_gate, w_up, w_down)]\n"
+                "            out = F.linear(F.silu(F.linear(leaves[0], leaves[1])) * F.linear(leaves[0], leaves[2]), "
+                "leaves[3])\n"
+                "            return torch.autograd.grad(out, leaves, grad_out)",
+            )
+        ],
+    ),
+    # FusedSwiGLU
+    Mutant(
+        "FusedSwiGLU",
+        "up_first",
+        "reads the first half of gate_up_proj's output as up and the second as the gate",
+        [("gate, up = self.gate_up_proj(x).split", "up, gate = self.gate_up_proj(x).split")],
+    ),
+    Mutant(
+        "FusedSwiGLU",
+        "stacks_up_first",
+        "stacks [up; gate] in from_unfused, the opposite of the split in forward",
+        [("torch.cat((w_gate, w_up), dim=0)", "torch.cat((w_up, w_gate), dim=0)")],
+    ),
+    Mutant(
+        "FusedSwiGLU",
+        "interleaved_split",
+        "splits even and odd columns (gpt-oss's layout) instead of two halves",
+        [
+            (
+                "gate, up = self.gate_up_proj(x).split(self.hidden_dim, dim=-1)",
+                "gate_up = self.gate_up_proj(x)\n        gate, up = gate_up[..., ::2], gate_up[..., 1::2]",
+            )
+        ],
+    ),
+    Mutant(
+        "FusedSwiGLU",
+        "two_gemms",
+        "slices the fused weight and runs two GEMMs, which the fusion was meant to avoid",
+        [
+            (
+                "gate, up = self.gate_up_proj(x).split(self.hidden_dim, dim=-1)",
+                "w_gate, w_up = self.gate_up_proj.weight.split(self.hidden_dim, dim=0)\n"
+                "        gate, up = F.linear(x, w_gate), F.linear(x, w_up)",
+            )
+        ],
+    ),
+    Mutant(
+        "FusedSwiGLU",
+        "default_dtype",
+        "builds the fused module in the default float32, whatever the source's dtype",
+        [("fused = cls(d, h).to(dtype=w_gate.dtype, device=w_gate.device)", "fused = cls(d, h)")],
+    ),
 ]
