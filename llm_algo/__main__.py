@@ -112,6 +112,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_build(args: argparse.Namespace) -> int:
     from .authoring.builder import HandEdited, build_all
+    from .authoring.glossary import write_glossary
     from .authoring.part_index import write_part_readmes, write_readme
 
     try:
@@ -119,7 +120,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     except HandEdited as exc:
         print(f"build: {exc}")
         return 1
-    for path in [*written, *write_part_readmes(), write_readme()]:
+    for path in [*written, *write_part_readmes(), write_readme(), write_glossary()]:
         print(f"wrote {path}")
     return 0
 

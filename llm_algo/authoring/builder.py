@@ -29,6 +29,7 @@ from ..colab import bootstrap_code, colab_url
 from ..module_files import load_module
 from ..notebook import source_hash
 from ..paths import repo_root
+from .glossary import GLOSSARY
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 STOP_MARKER = "## 🛑 STOP"
@@ -114,8 +115,10 @@ class LessonBuilder:
             )
             or "none"
         )
+        glossary = os.path.relpath(GLOSSARY, here)
         text = (
             f"# {self.title_en} | {self.title_zh}\n\n{badges}\n\n**Lesson** `{self.id}` · **Prerequisites:** {prereq}"
+            f" · [Glossary 术语表]({glossary})"
         )
         self.md(text + ("\n\n" + _dedent(intro) if intro else ""))
 

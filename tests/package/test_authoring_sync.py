@@ -61,3 +61,16 @@ def test_every_lesson_is_in_the_plan(real_repo: Path) -> None:
     plan = planned()
     missing = [(p.name, i) for p in PARTS for i in _built_ids(p) if i not in plan.get(p.name, {})]
     assert not missing, f"add these to authoring/curriculum.toml: {missing}"
+
+
+def test_glossary_is_what_the_sources_build(real_repo: Path) -> None:
+    """docs/GLOSSARY.md (EN ↔ 中文, issue 17) is build output, and every lesson's title cell links to it."""
+    from llm_algo.authoring.glossary import GLOSSARY, glossary_markdown, terms
+
+    assert len(terms()) >= 60
+    assert (real_repo / GLOSSARY).read_text(encoding="utf-8") == glossary_markdown(), (
+        "docs/GLOSSARY.md is out of date: run `python -m llm_algo build`"
+    )
+    for part in PARTS:
+        for notebook in sorted(part.glob("*.ipynb"))[:2]:
+            assert "../docs/GLOSSARY.md" in notebook.read_text(encoding="utf-8"), notebook
