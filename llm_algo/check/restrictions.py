@@ -247,6 +247,7 @@ class Enforcement:
         self.kernel_calls = 0  # learner calls through `ex` that must be backed by a launch (classes, in-place)
         self._mode: _Watch | None = None
         self._patched: list[tuple[object, object]] = []
+        self._backwards: list[tuple[type, object]] = []  # (learner's autograd.Function, its own backward)
         self._entry_seen = None  # the last frame of forbidden code looked at for a learner's `self`
         self._profile = _NO_PROFILE  # the profile function to restore, while the Python-level watch is on
 
@@ -259,6 +260,7 @@ class Enforcement:
         if self.restriction.forbid:
             self._mode = _Watch(self)
             self._mode.__enter__()
+            self._watch_backwards()
             if self.restriction.forbidden.beyond_torch and not self.restriction.kernel:  # kernels: launches count
                 self._profile = sys.getprofile()
                 sys.setprofile(_PythonWatch(self))
@@ -272,12 +274,35 @@ class Enforcement:
             self._mode.__exit__(*exc_info)
             self._mode = None
         self._entry_seen = None
+        for cls, backward in reversed(self._backwards):
+            cls.backward = backward
+        self._backwards.clear()
         for kernel, previous in reversed(self._patched):
             if previous is None:
                 del kernel.run
             else:
                 kernel.run = previous
         self._patched.clear()
+
+    def _watch_backwards(self) -> None:
+        """autograd's engine calls an `autograd.Function`'s backward without the torch-function mode of the code that
+        called `.backward()`: the learner's own Functions get the watch back inside their backward."""
+        for value in list(self.namespace.values()):
+            if (
+                isinstance(value, type)
+                and issubclass(value, torch.autograd.Function)
+                and "backward" in vars(value)
+                and getattr(value, "__module__", None) == self.namespace.get("__name__")
+            ):
+                original = vars(value)["backward"]
+                function = original.__func__ if isinstance(original, staticmethod) else original
+
+                def watched(*args, _function=function, **kwargs):
+                    with _Watch(self):
+                        return _function(*args, **kwargs)
+
+                self._backwards.append((value, original))
+                value.backward = staticmethod(watched)
 
     # -- what the check sees
     def exercise(self, ex):

@@ -27,8 +27,31 @@ _LOCATION = re.compile(r" at [^ ]+\.ipynb, cell \d+.*$")  # where an error was r
 _loaded: dict[tuple[str, str, str], LoadedLesson | None] = {}
 
 
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf|nan")
+
+
 def _signature(result: CheckResult) -> tuple[str, str, str, str]:
     return (_LOCATION.sub("", result.summary), result.input, result.expected, result.got)
+
+
+def _same_text(a: str, b: str, rel: float = 1e-2) -> bool:
+    """Equal, but numbers only to 2 significant digits' worth: the learner's `1 / sqrt` and a mutant's `rsqrt` make
+    the same mistake and may differ in the last bits of what they print."""
+    if a == b:
+        return True
+    if _NUMBER.sub("#", a) != _NUMBER.sub("#", b):
+        return False
+    for x, y in zip(_NUMBER.findall(a), _NUMBER.findall(b), strict=True):
+        fx, fy = float(x), float(y)
+        if fx == fy or (fx != fx and fy != fy):
+            continue
+        if abs(fx - fy) > rel * max(abs(fx), abs(fy)):
+            return False
+    return True
+
+
+def same_failure(a: CheckResult, b: CheckResult) -> bool:
+    return all(_same_text(x, y) for x, y in zip(_signature(a), _signature(b), strict=True))
 
 
 def _mutant_namespace(lesson: Lesson, mutant: Mutant) -> LoadedLesson | None:
@@ -54,7 +77,6 @@ def matching_mistakes(
     """The exercise's mutants (or those `among` them) whose result on this check is the learner's failure, exactly."""
     from .run import run_check, time_limit  # (run imports this module)
 
-    wanted = _signature(failed)
     found, start = [], time.monotonic()
     candidates = among if among is not None else [m for m in load_mutants(lesson.id) if m.exercise == spec.exercise]
     for mutant in candidates:
@@ -72,7 +94,7 @@ def matching_mistakes(
                 result = run_check(spec, loaded.namespace, lesson.name, triton=registry.triton)
         except TimeoutError:
             break
-        if result.outcome is Outcome.FAILED and _signature(result) == wanted:
+        if result.outcome is Outcome.FAILED and same_failure(result, failed):
             found.append(mutant)
     return found
 

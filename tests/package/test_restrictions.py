@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 from tiny_lab import EXERCISE_CELL, MAIN_REPO, Lab
 
 from llm_algo.check import load_checks
@@ -421,3 +422,42 @@ def test_forbidden_code_that_never_calls_torch_is_caught(lab: Lab, source: str, 
 def test_allowed_code_passes_beside_a_python_level_restriction(lab: Lab) -> None:
     path = lab.add_lesson(exercise_source="def add_one(x):\n    return x + 1\n", checks=PYTHON_RESTRICTED_CHECKS)
     expect_all_pass(grade(path, "add_one"))
+
+
+def test_a_forbidden_call_inside_a_learners_backward_is_caught(lab: Lab) -> None:
+    """autograd's engine runs an `autograd.Function`'s backward without the torch-function mode that watches the
+    check: a backward that hands its work to `torch.autograd.grad` (the forbidden reference) must still fail when it
+    is reached through `.backward()`, as a learner's training loop reaches it."""
+    path = copy_lesson(lab, "02_PyTorch_Algorithms/03_SwiGLU.ipynb")
+    lesson = read_lesson(path)
+    solution = lesson.solution_cell("SwiGLUFunction").source
+    start = solution.index("    @staticmethod\n    def backward")
+    cheat = (
+        "    @staticmethod\n"
+        "    def backward(ctx, grad_out):\n"
+        "        x, w_gate, w_up, w_down, gate, up = ctx.saved_tensors\n"
+        "        with torch.enable_grad():\n"
+        "            inputs = [t.detach().requires_grad_(True) for t in (x, w_gate, w_up, w_down)]\n"
+        "            out = F.linear(F.silu(F.linear(inputs[0], inputs[1])) * F.linear(inputs[0], inputs[2]), inputs[3])\n"
+        "            return torch.autograd.grad(out, inputs, grad_out)\n"
+    )
+    write_exercise(path, "SwiGLUFunction", solution[:start] + cheat)
+    registry = load_checks(lesson.id)
+    namespace = load_namespace(read_lesson(path), "learner").namespace
+    from llm_algo.check.restrictions import Enforcement
+    from llm_algo.notebook import source_location
+
+    def train_step() -> None:
+        x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+        w = [torch.randn(5, 4, dtype=torch.float64, requires_grad=True) for _ in range(2)]
+        w_down = torch.randn(4, 5, dtype=torch.float64, requires_grad=True)
+        namespace["SwiGLUFunction"].apply(x, *w, w_down).sum().backward()
+
+    restriction = registry.restrictions["SwiGLUFunction"]
+    with (
+        Enforcement(restriction, namespace, {}, source_location) as enforcement,
+        pytest.raises(Exception, match="autograd"),
+    ):
+        train_step()
+    assert "torch.autograd.grad" in enforcement.violation(passed=True)
+    train_step()  # outside the check, the learner's class is as it was (the backward restored)
