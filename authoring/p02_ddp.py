@@ -205,8 +205,9 @@ def build() -> LessonBuilder:
           and the run hangs or adds the wrong tensors. A bucket that becomes ready early waits for its
           predecessors.
         - When backward ends, `_finish` runs: launch the buckets that never became ready (a parameter unused in
-          this forward never gets its hook called: count its gradient as zero, as
-          `DistributedDataParallel(find_unused_parameters=True)` does, so that no rank waits forever), then `wait()`
+          this forward never gets its hook called: count its gradient as zero in the flat bucket, so that every
+          rank sends the same buffer and none waits forever; `DistributedDataParallel(find_unused_parameters=True)`
+          likewise marks such parameters ready after the forward), then `wait()`
           on every handle and copy each averaged slice back into `p.grad` (a parameter without `.grad` gets one).
           Backward has no "I am done" hook on parameters; `torch.autograd.Variable._execution_engine.queue_callback(fn)`,
           called from inside backward (the first hook), runs `fn` when the whole backward pass ends: DDP and FSDP

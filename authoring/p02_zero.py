@@ -383,7 +383,8 @@ def build() -> LessonBuilder:
         **In production.** DeepSpeed ZeRO stages 1 to 3 (and ZeRO-Offload to CPU memory, ZeRO++ with quantised
         communication), PyTorch's `ZeroRedundancyOptimizer` (stage 1 by whole parameters) and FSDP/FSDP2
         (`fully_shard`: stage 3, or stage 2 with `reshard_after_forward=False`), Megatron-LM's distributed
-        optimizer (stage 1 over its contiguous gradient buffer, with the reduce-scatter overlapped with backward
-        bucket by bucket as in `p02.ddp`).
+        optimizer (optimizer state and float32 master weights sharded, the gradients reduce-scattered from a
+        contiguous buffer, overlapped with backward bucket by bucket as in `p02.ddp`, then an all-gather of the
+        updated bf16 parameters).
     """)
     return lesson

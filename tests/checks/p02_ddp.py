@@ -10,7 +10,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from llm_algo.check import Checks, expect, expect_close, expect_refused, one_thread
-from llm_algo.distributed import expect_ranks_ok, expect_ranks_refuse, run_ranks
+from llm_algo.distributed import expect_ranks_ok, run_ranks
 
 checks = Checks("p02.ddp")
 checks.restrict(
@@ -171,6 +171,58 @@ def compare_replicas(per_rank, want, *, input, hint):
         )
 
 
+def try_each(fn, calls):
+    """In every rank: fn(*args) for each args in calls; per call (the error's type name or "accepted", how many
+    collectives it issued: a refusal must come before any)."""
+    originals = {name: getattr(dist, name) for name in ("broadcast", "all_reduce")}
+    counted = []
+
+    def counting(name):
+        def call(*args, **kwargs):
+            counted.append(name)
+            return originals[name](*args, **kwargs)
+
+        return call
+
+    outcomes = []
+    for name in originals:
+        setattr(dist, name, counting(name))
+    try:
+        for args in calls:
+            counted.clear()
+            try:
+                fn(*args)
+                outcomes.append(("accepted", len(counted)))
+            except Exception as error:  # noqa: BLE001 (reported to the grader, which judges the type)
+                outcomes.append((type(error).__name__, len(counted)))
+    finally:
+        for name, original in originals.items():
+            setattr(dist, name, original)
+    return outcomes
+
+
+def expect_refusals(results, labels, wants, hint):
+    """`wants`: "ValueError" (refused before any collective) or "accepted", per call of try_each."""
+    for rank, outcomes in enumerate(expect_ranks_ok(results, input="; ".join(labels))):
+        for label, want, (outcome, collectives) in zip(labels, wants, outcomes, strict=True):
+            expect(
+                outcome == want,
+                "bad input accepted" if outcome == "accepted" else f"raised {outcome}, not {want}",
+                input=f"{label}, rank {rank}",
+                expected=want if want != "accepted" else "accepted (valid input)",
+                got=outcome,
+                hint=hint,
+            )
+            expect(
+                want == "accepted" or collectives == 0,
+                "the refusal came after communicating",
+                input=f"{label}, rank {rank}",
+                expected=f"{want} before any collective",
+                got=f"{collectives} collective call(s) before the error",
+                hint="validate the arguments first: a rank that raises mid-collective leaves the others waiting",
+            )
+
+
 # ------------------------------------------------------------------------------------------ broadcast_parameters
 
 
@@ -228,10 +280,6 @@ def broadcast_from_rank_one(ex):
     check_broadcast(ex, 1)
 
 
-def refuse_bad_src(broadcast, src):
-    broadcast(nn.Linear(3, 2), src=src)
-
-
 @checks("broadcast_parameters")
 def refuses_bad_src(ex):
     """a src that is not a rank (2, -1 in a world of 2) is a ValueError on every rank; a non-module a TypeError"""
@@ -241,13 +289,14 @@ def refuses_bad_src(ex):
         hint="check isinstance(module, nn.Module) first, before anything that needs the process group",
         errors=(TypeError,),
     )
-    for src in (WORLD, -1):
-        results = ranks(refuse_bad_src, args=(ex.broadcast_parameters, src))
-        expect_ranks_refuse(
-            results,
-            input=f"src={src} in a world of {WORLD}",
-            hint="compare src with dist.get_world_size(group) and raise ValueError before any dist.broadcast",
-        )
+    sources = (WORLD, -1)
+    results = ranks(try_each, args=(ex.broadcast_parameters, [(nn.Linear(3, 2), src) for src in sources]))
+    expect_refusals(
+        results,
+        [f"broadcast_parameters(nn.Linear(3, 2), src={src}) in a world of {WORLD}" for src in sources],
+        ["ValueError"] * len(sources),
+        "compare src with dist.get_world_size(group) and raise ValueError before any dist.broadcast",
+    )
 
 
 # ------------------------------------------------------------------------------------------ assign_buckets
@@ -343,30 +392,6 @@ def refuses_bad_cap(ex):
 # ------------------------------------------------------------------------------------------ DDP
 
 
-def wrap_counting_collectives(ddp_class, cap):
-    """In every rank: wrap with this cap; (the error's type name or "accepted", collectives called before)."""
-    calls, originals = [], {name: getattr(dist, name) for name in ("broadcast", "all_reduce")}
-
-    def counting(name):
-        def call(*args, **kwargs):
-            calls.append(name)
-            return originals[name](*args, **kwargs)
-
-        return call
-
-    for name in originals:
-        setattr(dist, name, counting(name))
-    try:
-        ddp_class(TiedLM(), bucket_cap_bytes=cap)
-        outcome = "accepted"
-    except Exception as error:  # noqa: BLE001 (reported to the grader, which judges the type)
-        outcome = type(error).__name__
-    finally:
-        for name, original in originals.items():
-            setattr(dist, name, original)
-    return outcome, len(calls)
-
-
 @checks("ddp")
 def refuses_bad_wrapping(ex):
     """DDP(list): TypeError; bucket_cap_bytes 0 or -1: ValueError on every rank before any collective; 1 is fine"""
@@ -376,26 +401,14 @@ def refuses_bad_wrapping(ex):
         hint="check isinstance(module, nn.Module) before anything else",
         errors=(TypeError,),
     )
-    for cap, want in ((0, "ValueError"), (-1, "ValueError"), (1, "accepted")):
-        label = f"DDP(TiedLM(), bucket_cap_bytes={cap}) on {WORLD} ranks"
-        results = ranks(wrap_counting_collectives, args=(ex.DDP, cap), forbid=FORBID, instead=INSTEAD)
-        for rank, (outcome, collectives) in enumerate(expect_ranks_ok(results, input=label)):
-            expect(
-                outcome == want,
-                "bad bucket cap accepted" if want == "ValueError" else "a valid bucket cap refused",
-                input=f"{label}, rank {rank}",
-                expected=want if want == "ValueError" else "a DDP (a 1-byte cap: one bucket per parameter)",
-                got=outcome,
-                hint="raise ValueError when bucket_cap_bytes <= 0; any positive cap is valid",
-            )
-            expect(
-                want == "accepted" or collectives == 0,
-                "the refusal came after communicating",
-                input=f"{label}, rank {rank}",
-                expected="ValueError before the broadcast of the parameters",
-                got=f"{collectives} collective call(s) before the error",
-                hint="validate the arguments first: a rank that raises mid-collective leaves the others waiting",
-            )
+    caps, wants = (0, -1, 1), ("ValueError", "ValueError", "accepted")
+    results = ranks(try_each, args=(ex.DDP, [(TiedLM(), cap) for cap in caps]), forbid=FORBID, instead=INSTEAD)
+    expect_refusals(
+        results,
+        [f"DDP(TiedLM(), bucket_cap_bytes={cap}) on {WORLD} ranks" for cap in caps],
+        wants,
+        "raise ValueError when bucket_cap_bytes <= 0; any positive cap is valid (1 byte: one bucket per parameter)",
+    )
 
 
 @checks("ddp")
