@@ -222,12 +222,13 @@ def check_exercise(
                 stopped[spec.exercise] = (
                     f"not run: check {spec.name!r} ran past its time limit (an infinite loop?); fix that one first"
                 )
-            elif spec.gate and result.outcome is Outcome.FAILED:
-                stopped[spec.exercise] = (
-                    f"not run: the safety check {spec.name!r} failed first; fix that one before the others"
-                )
-            elif diagnose and result.outcome is Outcome.FAILED:
-                result = _diagnosed(spec, result, loaded, lesson, registry, candidates, statuses)
+            elif result.outcome is Outcome.FAILED:
+                if diagnose:
+                    result = _diagnosed(spec, result, loaded, lesson, registry, candidates, statuses)
+                if spec.gate:
+                    stopped[spec.exercise] = (
+                        f"not run: the safety check {spec.name!r} failed first; fix that one before the others"
+                    )
         results.append(result)
         if result.outcome is Outcome.FAILED or spec.exercise not in statuses:
             statuses[spec.exercise] = result.outcome
