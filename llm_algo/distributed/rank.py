@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import importlib
 import linecache
 import os
 import sys
@@ -24,6 +25,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
+PRELOAD_ENV = "LLM_ALGO_WORLD_PRELOAD"  # modules each rank imports before it reports ready
 ENV = "LLM_ALGO_WORLD"  # "host:port:authkey-hex:rank:world_size:backend:store_port:deadline_s:parent_pid"
 
 
@@ -152,6 +154,14 @@ def _format(error: BaseException, places: list) -> str:
     return head + "".join(traceback.format_list(frames)) + "".join(traceback.format_exception_only(error))
 
 
+def _raised_in_learner_code(error: BaseException) -> bool:
+    """The skeleton's `raise NotImplementedError`: the innermost frame is a notebook cell's."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and is_learner_frame(tb.tb_frame)
+
+
 def _watch_parent(parent_pid: int) -> None:
     while True:
         if os.getppid() != parent_pid:
@@ -167,7 +177,8 @@ def _run(task: Task):
             return ("ok", _to_cpu(value))
         except BaseException as error:  # noqa: BLE001 (reported to the parent, which fails the check)
             text = _format(error, task.places)
-            return ("error", type(error).__name__, str(error)[:600], text[-3000:], list(forbid.used))
+            skeleton = isinstance(error, NotImplementedError) and _raised_in_learner_code(error)
+            return ("error", type(error).__name__, str(error)[:600], text[-3000:], list(forbid.used), skeleton)
 
 
 def main() -> None:
@@ -182,6 +193,8 @@ def main() -> None:
     import torch.distributed as dist
 
     torch.set_num_threads(1)
+    for module in filter(None, os.environ.get(PRELOAD_ENV, "").split(",")):
+        importlib.import_module(module)  # before the first task's deadline starts (torch._dynamo: seconds)
     conn = Client((host, int(port)), authkey=bytes.fromhex(key))
     conn.send_bytes(cloudpickle.dumps(("hello", rank)))
     if backend == "nccl":
@@ -204,7 +217,9 @@ def main() -> None:
             try:
                 payload = cloudpickle.dumps(reply)
             except Exception as error:  # noqa: BLE001 (an unpicklable return value)
-                payload = cloudpickle.dumps(("error", "TypeError", f"cannot send the result back: {error}", "", []))
+                payload = cloudpickle.dumps(
+                    ("error", "TypeError", f"cannot send the result back: {error}", "", [], False)
+                )
             conn.send_bytes(payload)
     finally:
         if dist.is_initialized():

@@ -34,8 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, Listener, wait
 
-from ..check.failure import CheckFailed
-from .rank import ENV, Task
+from ..check.failure import CheckFailed, NotAttempted
+from .rank import ENV, PRELOAD_ENV, Task
 
 DEADLINE_S = 30.0  # one call, all ranks
 START_S = 60.0  # start-up: each rank imports torch (about 2 s of CPU each on a laptop core)
@@ -52,6 +52,7 @@ class RankResult:
     traceback: str = ""
     forbidden: list[str] = field(default_factory=list)
     exitcode: int | None = None
+    not_attempted: bool = False  # the learner's skeleton raised NotImplementedError in this rank
 
     @property
     def ok(self) -> bool:
@@ -126,10 +127,11 @@ def _notebook_lines() -> dict:
 class World:
     """`size` rank processes in one process group; `run()` calls a function in all of them."""
 
-    def __init__(self, size: int, *, device: str = "cpu", start_s: float = START_S):
+    def __init__(self, size: int, *, device: str = "cpu", preload: tuple[str, ...] = (), start_s: float = START_S):
         if size < 1:
             raise ValueError(f"a world needs at least one rank, not {size}")
         self.size, self.device, self.backend = size, device, _backend(device, size)
+        self.preload = tuple(preload)
         self.processes: list[subprocess.Popen] = []
         self.conns: dict[int, Connection] = {}
         self.healthy = False
@@ -146,6 +148,7 @@ class World:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
         env.setdefault("OMP_NUM_THREADS", "1")
+        env[PRELOAD_ENV] = ",".join(self.preload)
         deadline = max(DEADLINE_S, 1.0)
         for rank in range(self.size):
             env[ENV] = (
@@ -319,12 +322,20 @@ class World:
             return RankResult(rank, "died", exitcode=process.poll())
         if reply[0] == "ok":
             return RankResult(rank, "ok", value=reply[1])
-        _, error_type, message, text, used = reply
-        return RankResult(rank, "error", error_type=error_type, message=message, traceback=text, forbidden=used)
+        _, error_type, message, text, used, skeleton = reply
+        return RankResult(
+            rank,
+            "error",
+            error_type=error_type,
+            message=message,
+            traceback=text,
+            forbidden=used,
+            not_attempted=skeleton,
+        )
 
 
 _LIVE: set[World] = set()
-_WORLDS: dict[tuple[int, str], World] = {}
+_WORLDS: dict[tuple[int, str, tuple[str, ...]], World] = {}
 
 
 def _probe_sum() -> int:
@@ -342,19 +353,22 @@ def _stop_payload() -> bytes:
     return cloudpickle.dumps(None)
 
 
-def world(size: int, device: str = "cpu") -> World:
-    """The grading process's world of `size` ranks on `device`, started on first use and after a failure."""
-    current = _WORLDS.get((size, device))
+def world(size: int, device: str = "cpu", preload: tuple[str, ...] = ()) -> World:
+    """The grading process's world of `size` ranks on `device`, started on first use and after a failure. `preload`:
+    modules each rank imports before it is ready (`"torch._dynamo"`, which the first `torch.optim` optimizer imports:
+    seconds that would otherwise count against a check's deadline)."""
+    key = (size, device, tuple(preload))
+    current = _WORLDS.get(key)
     if current is None or not current.healthy or len(current.alive) != size:
         if current is not None:
             current.kill()
-        current = _WORLDS[(size, device)] = World(size, device=device)
+        current = _WORLDS[key] = World(size, device=device, preload=tuple(preload))
     return current
 
 
-def run_ranks(fn, size: int, *, device: str = "cpu", **options) -> list[RankResult]:
+def run_ranks(fn, size: int, *, device: str = "cpu", preload: tuple[str, ...] = (), **options) -> list[RankResult]:
     """`World.run` in the shared world of this size (see `World.run` for the options)."""
-    return world(size, device).run(fn, **options)
+    return world(size, device, preload).run(fn, **options)
 
 
 def close_worlds() -> None:
@@ -371,7 +385,11 @@ atexit.register(close_worlds)
 
 
 def expect_ranks_ok(results: list[RankResult], *, input: str, hint: str = "") -> list:
-    """Every rank finished without error and used nothing forbidden: their return values, in rank order."""
+    """Every rank finished without error and used nothing forbidden: their return values, in rank order. A skeleton
+    that still raises NotImplementedError in a rank makes the check *not attempted*, as in one process."""
+    skeleton = next((r for r in results if r.not_attempted), None)
+    if skeleton is not None:
+        raise NotAttempted(f"rank {skeleton.rank}: {skeleton.message or 'NotImplementedError'}")
     for result in results:
         if result.forbidden:
             raise CheckFailed(

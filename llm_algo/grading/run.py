@@ -15,7 +15,7 @@ import torch
 
 from .. import device as device_policy
 from ..check.api import Checks, CheckSpec, Exercise
-from ..check.failure import CheckFailed
+from ..check.failure import CheckFailed, NotAttempted
 from ..check.restrictions import Enforcement
 from ..notebook import Lesson, NotebookError, notebook_location, source_location
 from ..outcome import CheckResult, Outcome
@@ -129,7 +129,7 @@ def _outcome(spec: CheckSpec, ex, namespace: dict, common: dict, start: float) -
     try:
         spec.func(ex)
     except NotImplementedError as exc:
-        if _raised_by_the_learner(exc, namespace):
+        if isinstance(exc, NotAttempted) or _raised_by_the_learner(exc, namespace):
             return _not_attempted(exc, common)
         return _failed(spec, exc, common, start)
     except CheckFailed as exc:

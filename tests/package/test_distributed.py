@@ -40,9 +40,9 @@ def gone(pids: list[int], within: float = 5.0) -> bool:
     return False
 
 
-def learner(source: str) -> dict:
+def learner(source: str, lesson_id: str = "p99.distributed_test") -> dict:
     """Functions defined the way the grader runs a notebook cell: a `__lesson_*` module nobody else can import."""
-    namespace = fresh_namespace("p99.distributed_test")
+    namespace = fresh_namespace(lesson_id)
     exec(compile(textwrap.dedent(source), "<notebook 99_Test.ipynb, cell 3>", "exec"), namespace)
     return namespace
 
@@ -172,3 +172,38 @@ def test_ranks_die_with_their_grader():
         assert gone(pids)
     finally:
         grader.kill()
+
+
+SKELETON = learner(
+    """
+    def not_yet(x):
+        raise NotImplementedError  # your code here
+    """,
+    "p99.skeleton_test",
+)
+
+
+def test_a_skeleton_in_a_rank_is_not_attempted(pair):
+    from llm_algo.check.failure import NotAttempted
+
+    results = pair.run(SKELETON["not_yet"], args=(torch.ones(2),))
+    assert all(r.not_attempted for r in results)
+    with pytest.raises(NotAttempted):
+        expect_ranks_ok(results, input="2 ranks")
+    results = pair.run(LEARNER["refuse"], args=(torch.ones(3),))  # a NotImplementedError of torch's would not be
+    assert not any(r.not_attempted for r in results)
+
+
+def test_preloaded_modules_are_imported_before_the_first_task():
+    world = World(2, preload=("json",))
+    try:
+        results = world.run(_imported, args=("json",))
+        assert [r.value for r in results] == [True, True]
+    finally:
+        world.close()
+
+
+def _imported(name: str) -> bool:
+    import sys
+
+    return name in sys.modules
