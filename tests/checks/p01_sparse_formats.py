@@ -287,7 +287,7 @@ def matches_dense_matmul(ex):
 @checks("csr_matmul")
 def gradients_and_a_matrix_with_a_trillion_entries(ex):
     """gradcheck (float64) for values and rhs; a 10^6 x 10^6 CSR matrix with 64 entries times (10^6, 2)"""
-    _, crow, col, values, rhs = csr_case(7, 5, 3, 0.5, torch.float64)
+    _, crow, col, values, rhs = csr_case(4, 3, 2, 0.6, torch.float64)  # small: gradcheck calls it once per input
     expect_gradcheck(
         lambda v, x: ex.csr_matmul(crow, col, v, x),
         (values.clone().requires_grad_(), rhs.clone().requires_grad_()),
