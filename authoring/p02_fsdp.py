@@ -621,6 +621,9 @@ def build() -> LessonBuilder:
           fp32, cast after* (twice the bytes on the wire and in memory).
         - *All-reducing the gradient and slicing*: the right numbers for twice the traffic (an all-reduce is a
           reduce-scatter plus an all-gather).
+        - *Collectives on the whole world* (no `group=`), or *the rank and size of the world* instead of the group's:
+          right in a plain data-parallel job, wrong as soon as FSDP runs along one dimension of a 2-D mesh (HSDP, or
+          FSDP next to tensor parallelism). A check puts each rank in a group of its own.
         - *No saved-tensor hooks* (every unit stays gathered until backward: `reshard_after_forward=False`
           everywhere), *the gathered buffer kept on `self`*, *re-gathering at every unpack* (one all-gather per
           saved tensor), *the re-gathered buffer never freed* (stale weights in the next step), *the full parameters

@@ -499,6 +499,16 @@ def rank_all_gather_strided(AllGatherShard, shards, grads):
     return full.detach(), storage.grad[:, 0]
 
 
+def rank_all_gather_own_group(AllGatherShard, shards, grads):
+    """Every rank alone in a group of its own: gather and reduce-scatter over that group only."""
+    rank = dist.get_rank()
+    groups = [dist.new_group([r]) for r in range(dist.get_world_size())]
+    shard = nn.Parameter(shards[rank].clone())
+    full = AllGatherShard.apply(shard, torch.float32, groups[rank])
+    full.backward(grads[rank])
+    return full.detach(), shard.grad
+
+
 def rank_all_gather_bad(AllGatherShard, case):
     shard = {"2-D": torch.randn(3, 4), "int64": torch.arange(6), "int dtype": torch.randn(6)}[case]
     dtype = torch.int32 if case == "int dtype" else torch.float32
@@ -633,6 +643,33 @@ def strided_shard_and_gradient(ex):
 
 
 @checks("all_gather_shard")
+def group_of_one(ex):
+    """group= a process group holding only this rank: the gathered buffer is this rank's shard alone and the
+    gradient is its own upstream gradient (a world of one has nothing to add or average)"""
+    shards = [torch.randn(5) for _ in range(P)]
+    grads = [torch.randn(5) for _ in range(P)]
+    per_rank = ranks(
+        ex,
+        rank_all_gather_own_group,
+        args=(ex.AllGatherShard, shards, grads),
+        input=f"{P} ranks, each in its own group of 1, shards (5,) float32",
+        hint="pass group= to both collectives and take the world size from the group",
+    )
+    for rank, (full, grad) in enumerate(per_rank):
+        label = f"rank {rank} alone in its group, shard (5,) float32"
+        expect_close(
+            full, shards[rank], input=label, what="gathered buffer", hint="all_gather_single(..., group=group)"
+        )
+        expect_close(
+            grad,
+            grads[rank],
+            input=label,
+            what="gradient of the shard",
+            hint="reduce_scatter_single(..., group=ctx.group)",
+        )
+
+
+@checks("all_gather_shard")
 def all_gather_bad_input_refused(ex):
     """a 2-D shard (ValueError), an integer shard or an integer compute dtype (TypeError), on every rank, before
     any collective"""
@@ -655,6 +692,16 @@ def rank_gradients(FSDPUnit, x, y, compute_dtype):
     loss = F.mse_loss(out.float(), my_rows(y))
     loss.backward()
     return loss.detach(), out.dtype, [(u.shard.dtype, u.shard.grad) for u in units]
+
+
+def rank_own_group(FSDPUnit, x, y):
+    """Every rank alone in a process group of its own: the units must take rank and size from `group`."""
+    groups = [dist.new_group([r]) for r in range(dist.get_world_size())]  # every rank creates every group
+    children = list(build_model())
+    units = [FSDPUnit(child, group=groups[dist.get_rank()]) for child in children]
+    loss = F.mse_loss(nn.Sequential(*units)(my_rows(x)), my_rows(y))
+    loss.backward()
+    return [(u.shard.numel(), u.shard.grad) for u in units]
 
 
 def rank_training(FSDPUnit, x, y, compute_dtype, optimizer, steps):
@@ -795,6 +842,43 @@ def gradients_match_single_process(ex):
                     what="shard gradient",
                     hint="gradient = (1/p) * sum over ranks of the gathered buffer's gradient, sliced at [r*S, (r+1)*S)",
                 )
+
+
+@checks("fsdp_unit")
+@one_thread()
+def process_group_of_one(ex):
+    """group= a process group holding only this rank (so each of the 2 ranks trains alone): every shard is the whole
+    unit and its gradient is this rank's own half-batch gradient; rank, size and collectives all follow `group`"""
+    x, y = data()
+    per_rank = ranks(
+        ex,
+        rank_own_group,
+        args=(ex.FSDPUnit, x, y),
+        input=f"{P} ranks, each in its own group of 1, {MODEL}",
+        hint="dist.get_rank(group), dist.get_world_size(group), and group=group in every collective",
+    )
+    for rank, units in enumerate(per_rank):
+        rows = slice(rank * 4, (rank + 1) * 4)
+        _, want = single_process_grads(x[rows], y[rows], torch.float64)
+        _, base = single_process_grads(x[rows], y[rows], torch.float32)
+        label = f"rank {rank} alone in its group, {MODEL}, its 4 rows of the batch"
+        for unit, ((numel, grad), numel_want, w, b) in enumerate(zip(units, UNIT_NUMELS, want, base, strict=True)):
+            expect(
+                numel == numel_want,
+                "the shard is not the whole unit in a group of one rank",
+                input=f"{label}, unit {unit}",
+                expected=f"{numel_want} elements (S = N / 1)",
+                got=f"{numel} elements",
+                hint="the world size of the unit is dist.get_world_size(group), not the size of the whole world",
+            )
+            expect_close(
+                grad,
+                reference_shards(w, 1)[0],
+                baseline=reference_shards(b, 1)[0],
+                input=f"{label}, unit {unit}",
+                what="shard gradient",
+                hint="a group of one rank has nothing to average with: pass group=group to both collectives",
+            )
 
 
 @checks("fsdp_unit")

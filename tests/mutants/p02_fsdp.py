@@ -100,6 +100,21 @@ MUTANTS = [
     ),
     Mutant(
         "all_gather_shard",
+        "collectives_on_the_world",
+        "forgets group= in the collectives: they run on the whole world, whatever group the unit was given",
+        [
+            (
+                "all_gather_single(full, shard.detach().to(compute_dtype).contiguous(), group=group)",
+                "all_gather_single(full, shard.detach().to(compute_dtype).contiguous())",
+            ),
+            (
+                "reduce_scatter_single(grad_shard, grad_full, group=ctx.group)",
+                "reduce_scatter_single(grad_shard, grad_full)",
+            ),
+        ],
+    ),
+    Mutant(
+        "all_gather_shard",
         "no_shape_validation",
         "accepts a 2-D shard (and flattens it silently)",
         [("if shard.dim() != 1:", "if False:")],
@@ -170,6 +185,17 @@ MUTANTS = [
             (
                 "flatten_shard([p for _, p in named], rank, world_size)",
                 "flatten_shard([p for _, p in named], 0, world_size)",
+            )
+        ],
+    ),
+    Mutant(
+        "fsdp_unit",
+        "rank_and_size_of_the_world",
+        "shards by the world's rank and size instead of the group's",
+        [
+            (
+                "rank, world_size = dist.get_rank(group), dist.get_world_size(group)",
+                "rank, world_size = dist.get_rank(), dist.get_world_size()",
             )
         ],
     ),
