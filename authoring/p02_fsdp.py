@@ -372,6 +372,7 @@ def build() -> LessonBuilder:
                 # TODO: remember names and shapes (module.named_parameters() order), compute_dtype and group
                 # TODO: self.shard = nn.Parameter(this rank's flatten_shard of the parameters)
                 # TODO: free the full parameters: set each one to None on the module that owns it; keep the module
+                # TODO: self._regathered = None: where _unpack will keep the buffer it gathers for backward
                 ### BEGIN SOLUTION
                 if not isinstance(compute_dtype, torch.dtype) or not compute_dtype.is_floating_point:
                     raise TypeError(f"the compute dtype must be a floating-point dtype, got {compute_dtype}")
