@@ -1,0 +1,250 @@
+"""Realistic wrong versions of the p02.fsdp solutions; every one must be rejected by a check."""
+
+from llm_algo.mutation import Mutant
+
+MUTANTS = [
+    # ------------------------------------------------------------------ flat_shard
+    Mutant(
+        "flat_shard",
+        "offset_from_numel",
+        "starts rank r's shard at floor(r * N / p) instead of r * S",
+        [
+            (
+                "padded[rank * shard_size : (rank + 1) * shard_size].clone()",
+                "padded[rank * numel // world_size : rank * numel // world_size + shard_size].clone()",
+            )
+        ],
+    ),
+    Mutant(
+        "flat_shard",
+        "floor_shard_size",
+        "S = N // p: the last N % p elements belong to nobody",
+        [("shard_size = -(-numel // world_size)", "shard_size = numel // world_size")],
+    ),
+    Mutant(
+        "flat_shard",
+        "padding_at_the_front",
+        "puts the zeros before the parameters, so every rank's offsets move",
+        [
+            (
+                "torch.cat([flat, flat.new_zeros(world_size * shard_size - numel)])",
+                "torch.cat([flat.new_zeros(world_size * shard_size - numel), flat])",
+            )
+        ],
+    ),
+    Mutant(
+        "flat_shard",
+        "shard_is_a_view",
+        "returns a slice of the padded buffer: every rank keeps all p*S elements alive",
+        [
+            (
+                "padded[rank * shard_size : (rank + 1) * shard_size].clone()",
+                "padded[rank * shard_size : (rank + 1) * shard_size]",
+            )
+        ],
+    ),
+    Mutant(
+        "flat_shard",
+        "unflatten_copies",
+        "clones the buffer before splitting: the parameters are copies, not views of the gathered buffer",
+        [("pieces = flat[: sum(sizes)].split(sizes)", "pieces = flat[: sum(sizes)].clone().split(sizes)")],
+    ),
+    # ------------------------------------------------------------------ all_gather_shard
+    Mutant(
+        "all_gather_shard",
+        "sum_not_mean",
+        "returns the sum of the ranks' gradients: p times the gradient of the mean loss",
+        [
+            (
+                "return (grad_shard / world_size).to(ctx.shard_dtype), None, None",
+                "return grad_shard.to(ctx.shard_dtype), None, None",
+            )
+        ],
+    ),
+    Mutant(
+        "all_gather_shard",
+        "reduce_in_compute_dtype",
+        "reduce-scatters the bf16/fp16 gradient and upcasts the result",
+        [
+            ("grad_full = grad_full.to(torch.float32).contiguous()", "grad_full = grad_full.contiguous()"),
+            ("dtype=torch.float32, device=grad_full.device", "dtype=grad_full.dtype, device=grad_full.device"),
+        ],
+    ),
+    Mutant(
+        "all_gather_shard",
+        "gather_fp32_then_cast",
+        "all-gathers the fp32 shards and casts the result: twice the bytes on the wire and in memory",
+        [
+            (
+                "dtype=compute_dtype, device=shard.device)",
+                "dtype=shard.dtype, device=shard.device)",
+            ),
+            (
+                "all_gather_single(full, shard.detach().to(compute_dtype).contiguous(), group=group)",
+                "all_gather_single(full, shard.detach().contiguous(), group=group)\n        full = full.to(compute_dtype)",
+            ),
+        ],
+    ),
+    Mutant(
+        "all_gather_shard",
+        "all_reduce_and_slice",
+        "all-reduces the whole gradient and keeps its own slice (an all-reduce is a reduce-scatter plus an all-gather)",
+        [
+            (
+                "reduce_scatter_single(grad_shard, grad_full, group=ctx.group)",
+                "dist.all_reduce(grad_full, group=ctx.group)\n"
+                "        rank, size = dist.get_rank(ctx.group), grad_shard.numel()\n"
+                "        grad_shard = grad_full[rank * size : (rank + 1) * size]",
+            )
+        ],
+    ),
+    Mutant(
+        "all_gather_shard",
+        "collectives_on_the_world",
+        "forgets group= in the collectives: they run on the whole world, whatever group the unit was given",
+        [
+            (
+                "all_gather_single(full, shard.detach().to(compute_dtype).contiguous(), group=group)",
+                "all_gather_single(full, shard.detach().to(compute_dtype).contiguous())",
+            ),
+            (
+                "reduce_scatter_single(grad_shard, grad_full, group=ctx.group)",
+                "reduce_scatter_single(grad_shard, grad_full)",
+            ),
+        ],
+    ),
+    Mutant(
+        "all_gather_shard",
+        "no_shape_validation",
+        "accepts a 2-D shard (and flattens it silently)",
+        [("if shard.dim() != 1:", "if False:")],
+    ),
+    # ------------------------------------------------------------------ fsdp_unit
+    Mutant(
+        "fsdp_unit",
+        "kept_for_backward",
+        "no saved-tensor hooks: autograd keeps every unit's gathered buffer until backward",
+        [("with torch.autograd.graph.saved_tensors_hooks(pack, self._unpack):", "if True:")],
+    ),
+    Mutant(
+        "fsdp_unit",
+        "buffer_kept_on_self",
+        "stores the gathered buffer on the unit, so it is never freed",
+        [
+            (
+                "gathered = flat.untyped_storage().data_ptr()",
+                "gathered = flat.untyped_storage().data_ptr()\n        self._flat = flat",
+            )
+        ],
+    ),
+    Mutant(
+        "fsdp_unit",
+        "pack_matches_parameter_objects",
+        "recognises saved parameters by identity: autograd saves views (weight.t()), and the closure holds the views",
+        [
+            (
+                "if t.untyped_storage().data_ptr() == gathered:",
+                "if any(t is v for v in params.values()):",
+            )
+        ],
+    ),
+    Mutant(
+        "fsdp_unit",
+        "regather_at_every_unpack",
+        "all-gathers again for every saved tensor instead of once per backward of the unit",
+        [("if self._regathered is None:  # the first saved parameter this backward needs", "if True:")],
+    ),
+    Mutant(
+        "fsdp_unit",
+        "regathered_never_freed",
+        "never frees the buffer gathered for backward: the next step's backward uses stale weights",
+        [("flat.register_hook(self._free_regathered)", "pass")],
+    ),
+    Mutant(
+        "fsdp_unit",
+        "full_parameters_kept",
+        "shards the parameters but leaves the full ones on the module",
+        [("setattr(module.get_submodule(owner), leaf, None)", "pass")],
+    ),
+    Mutant(
+        "fsdp_unit",
+        "inputs_not_cast",
+        "runs bf16 parameters on fp32 inputs",
+        [
+            (
+                "args = tuple(a.to(self.compute_dtype) if torch.is_tensor(a) and a.is_floating_point() else a for a in args)",
+                "args = tuple(args)",
+            )
+        ],
+    ),
+    Mutant(
+        "fsdp_unit",
+        "every_rank_takes_rank_0s_shard",
+        "shards with rank 0 everywhere: every rank holds (and updates) the same slice",
+        [
+            (
+                "flatten_shard([p for _, p in named], rank, world_size)",
+                "flatten_shard([p for _, p in named], 0, world_size)",
+            )
+        ],
+    ),
+    Mutant(
+        "fsdp_unit",
+        "rank_and_size_of_the_world",
+        "shards by the world's rank and size instead of the group's",
+        [
+            (
+                "rank, world_size = dist.get_rank(group), dist.get_world_size(group)",
+                "rank, world_size = dist.get_rank(), dist.get_world_size()",
+            )
+        ],
+    ),
+    Mutant(
+        "fsdp_unit",
+        "hook_always_registered",
+        "registers the free hook even without a graph: torch.no_grad() inference raises",
+        [("if flat.requires_grad:  # runs once", "if True:  # runs once")],
+    ),
+    # ------------------------------------------------------------------ full_state_dict
+    Mutant(
+        "full_state_dict",
+        "every_rank_returns_it",
+        "returns the full model on every rank",
+        [("if dist.get_rank(unit.group) == 0:", "if True:")],
+    ),
+    Mutant(
+        "full_state_dict",
+        "compute_dtype_copy",
+        "gathers the bf16 compute copy instead of the fp32 master",
+        [("master = unit.shard.detach()", "master = unit.shard.detach().to(unit.compute_dtype)")],
+    ),
+    Mutant(
+        "full_state_dict",
+        "views_not_copies",
+        "returns views into the gathered buffer (on the CPU .to('cpu') copies nothing)",
+        [('view.to("cpu", copy=True)', 'view.to("cpu")')],
+    ),
+    Mutant(
+        "full_state_dict",
+        "wrapper_name_in_keys",
+        "keeps the unit's own attribute in the keys: 1.module.fc1.weight",
+        [('f"{prefix}.{name}" if prefix else name', 'f"{prefix}.module.{name}" if prefix else name')],
+    ),
+    Mutant(
+        "full_state_dict",
+        "loop_variable_keeps_a_view",
+        "copies out in a for loop: its loop variable, a view, keeps the unit's buffer alive while the next is gathered",
+        [
+            (
+                "state.update(\n"
+                "                {\n"
+                '                    f"{prefix}.{name}" if prefix else name: view.to("cpu", copy=True)  # owns its bytes\n'
+                "                    for name, view in zip(unit.names, unflatten(full, unit.shapes))\n"
+                "                }\n"
+                "            )",
+                "for name, view in zip(unit.names, unflatten(full, unit.shapes)):\n"
+                '                state[f"{prefix}.{name}" if prefix else name] = view.to("cpu", copy=True)',
+            )
+        ],
+    ),
+]
