@@ -240,7 +240,7 @@ MUTANTS = [
     Mutant(
         "encode_iterable",
         "keeps_back_one_chunk",
-        "keeps back only the last pre-token chunk, so ' and l are emitted before the second l makes 'll",
+        "keeps back only the last pre-token chunk, so ' is emitted before the e of We've arrives and makes 've",
         [("return hold - len(chunks[-1]) - len(chunks[-2])", "return hold - len(chunks[-1])")],
     ),
     Mutant(
