@@ -382,7 +382,7 @@ def build() -> LessonBuilder:
 
         Everything so far ran on 16 KB. A real tokenizer is trained on gigabytes (GPT-2's WebText was 40 GB), and the
         first pass, pre-tokenizing and counting the chunks, is pure Python regex work: about 2.5 MB per second of CPU
-        time on this machine (0.40 s for the 1 MB corpus generated below, measured by
+        time on the machine this lesson was written on (about 0.4 s for the 1 MB corpus generated below, measured by
         `python scripts/time_bpe_trainers.py`), so 40 GB would take four and a half hours on one core. The pass is
         embarrassingly parallel: give each process a slice of the corpus, let it count its chunks, and add the
         counters. The one rule is **where to cut**: a cut in the middle of a document can fall inside a word
@@ -662,12 +662,13 @@ def build() -> LessonBuilder:
     lesson.md(r"""
         **Reading the numbers.** Measured with `time python scripts/time_bpe_trainers.py` (it runs this notebook's
         reference solutions and prints CPU seconds, `time.process_time`, which other jobs on a busy machine do not
-        inflate), a vocabulary of 500 on the shipped 16 KB corpus takes 0.28 s with `train_bpe` and 0.017 s with
-        `train_bpe_incremental`; `time python scripts/time_bpe_trainers.py --mb 0`, the whole command with Python's
-        start-up, pre-tokenization and both trainers, used 0.36 s of CPU (`user`), inside the 0.5 s target. On the
-        1 MB generated corpus (5,735 distinct chunks), `train_bpe` takes 3.99 s and `train_bpe_incremental` 0.066 s,
-        60 times less, while `count_pretokens` takes 0.40 s: once merging is incremental, pre-tokenization is the
-        bottleneck, which is why section 8 parallelizes it. The slow trainer's time grows with the number of distinct
+        inflate; the ranges are over several runs on a shared two-core machine), a vocabulary of 500 on the shipped
+        16 KB corpus takes 0.28-0.34 s with `train_bpe` and 0.015-0.026 s with `train_bpe_incremental`;
+        `time python scripts/time_bpe_trainers.py --mb 0`, the whole command with Python's start-up,
+        pre-tokenization and both trainers, used 0.36-0.43 s of CPU (`user`), inside the 0.5 s target. On the 1 MB
+        generated corpus (5,735 distinct chunks), `train_bpe` takes 4.0-5.7 s and `train_bpe_incremental`
+        0.066-0.082 s, about 60 times less, while `count_pretokens` takes about 0.4 s: once merging is incremental,
+        pre-tokenization is the bottleneck, which is why section 8 parallelizes it. The slow trainer's time grows with the number of distinct
         chunks times the number of merges; the incremental one's with the size of the chunks each merge touches,
         which shrinks as the merges get rarer. The wall-clock times that the cell above prints depend on how busy the
         machine is.
