@@ -92,8 +92,10 @@ def document(rng: random.Random) -> str:
 def make_corpus(seed: int = SEED, target_bytes: int = TARGET_BYTES) -> str:
     rng = random.Random(seed)
     documents: list[str] = []
-    while sum(len(d.encode("utf-8")) for d in documents) < target_bytes:
+    size = 0
+    while size < target_bytes:
         documents.append(document(rng))
+        size += len(documents[-1].encode("utf-8"))
     return SEPARATOR.join(documents) + "\n"
 
 

@@ -1,26 +1,35 @@
 """Checks for p02.bpe_tokenizer. References: the Hugging Face `tokenizers` library (its ByteLevel pre-tokenizer,
 which runs GPT-2's regex in a full Unicode engine, and its BpeTrainer on the same corpus), a slow, obviously-correct
-BPE written below (train and encode, both with a pluggable tie-break), hand-derived merges, and round trips.
+BPE written below (train with either lexicographic tie-break, and encode), hand-derived merges and cut points,
+counted dictionary writes, `tracemalloc`, and round trips.
 
-The spec, run with Hugging Face's tie-break (smallest token ids, where the 256 byte tokens are numbered in the sorted
-order of GPT-2's printable byte alphabet and merged tokens take the next id), reproduces Hugging Face's merge list
-exactly on the lesson corpus: `hugging_face_merges() == spec_train(..., tie_break=hugging_face_tie_break())`.
+Hugging Face's BpeTrainer breaks ties by the smallest token ids (the 256 byte tokens numbered in the sorted order of
+GPT-2's printable byte alphabet, merged tokens taking the next id): the learner's incremental trainer, given those ids
+(read from Hugging Face's own trained vocabulary) as its tie-break key, must reproduce Hugging Face's merge list
+exactly (`incremental_bpe::reproduces_hugging_face_with_its_ids`).
 """
 
 from __future__ import annotations
 
+import bisect
+import gc
+import hashlib
+import json
+import os
 import random
+import tracemalloc
 import unicodedata
 from collections import Counter
 from functools import cache
 
-from llm_algo.check import Checks, expect
+from llm_algo.check import Checks, expect, expect_value_error
 from llm_algo.paths import repo_root
 
 checks = Checks("p02.bpe_tokenizer")
 
 END_OF_TEXT = "<|endoftext|>"
 NUM_MERGES = 300
+VOCAB_500 = 243  # merges for a vocabulary of 500: 256 bytes + 243 merges + <|endoftext|>
 
 
 @cache
@@ -65,8 +74,8 @@ def hf_pre_tokenizer():
 
 
 def reference_pretokenize(text: str) -> list[str]:
-    """GPT-2's regex as Hugging Face runs it (\\p{L}, \\p{N} in a Unicode engine), mapped back to text."""
-    return [from_byte_level(piece).decode("utf-8") for piece, _ in hf_pre_tokenizer().pre_tokenize_str(text)]
+    """GPT-2's regex as Hugging Face runs it (\\p{L}, \\p{N} in a Unicode engine): the text at each piece's offsets."""
+    return [text[start:end] for _, (start, end) in hf_pre_tokenizer().pre_tokenize_str(text)]
 
 
 # ------------------------------------------------------------------------- the reference: a slow, plain BPE
@@ -94,75 +103,134 @@ def split_at_specials(text: str, specials) -> list[str]:
     return pieces
 
 
-def lesson_tie_break(pair, count):
-    return (-count, pair)  # most frequent, then the smallest pair of byte strings
+def smallest_pair(pair_counts: Counter):
+    """The lesson's rule: the most frequent pair, then the smallest (a, b)."""
+    top = max(pair_counts.values())
+    return min(pair for pair, count in pair_counts.items() if count == top)
 
 
-def hugging_face_tie_break():
-    """Most frequent, then the smallest (id(a), id(b)) with Hugging Face's ids; returns (key, on_merge)."""
-    ids = {bytes([char_to_byte()[c]]): i for i, c in enumerate(sorted(byte_to_char().values()))}
-
-    def key(pair, count):
-        return (-count, ids[pair[0]], ids[pair[1]])
-
-    def on_merge(pair):
-        ids.setdefault(pair[0] + pair[1], len(ids))
-
-    return key, on_merge
+def greatest_pair(pair_counts: Counter):
+    """CS336's rule: the most frequent pair, then the lexicographically greatest (a, b)."""
+    top = max(pair_counts.values())
+    return max(pair for pair, count in pair_counts.items() if count == top)
 
 
-def spec_train(text: str, num_merges: int, specials=(END_OF_TEXT,), tie_break=None) -> list[tuple[bytes, bytes]]:
-    key, on_merge = tie_break or (lesson_tie_break, lambda pair: None)
+TIE_RULES = {"lexicographic_smaller": smallest_pair, "lexicographic_greater": greatest_pair}
+
+
+def reference_chunk_counts(text: str, specials=(END_OF_TEXT,)) -> Counter:
     chunks = Counter()
     for piece in split_at_specials(text, specials):
         for chunk in reference_pretokenize(piece):
             chunks[tuple(bytes([b]) for b in chunk.encode("utf-8"))] += 1
-    merges = []
-    for _ in range(num_merges):
-        pair_counts = Counter()
-        for chunk, count in chunks.items():
-            for i in range(len(chunk) - 1):
-                pair_counts[(chunk[i], chunk[i + 1])] += count
-        if not pair_counts:
-            break
-        best = sorted(pair_counts, key=lambda pair: key(pair, pair_counts[pair]))[0]
-        merges.append(best)
-        on_merge(best)
-        merged = Counter()
-        for chunk, count in chunks.items():
-            merged[tuple(spec_merge(list(chunk), best))] += count
-        chunks = merged
-    return merges
-
-
-def spec_encode(text: str, merges, specials=(END_OF_TEXT,)) -> list[int]:
-    """Apply every merge in training order to every chunk; ids by the lesson's layout."""
-    token_id = {bytes([b]): b for b in range(256)}
-    for i, (a, b) in enumerate(merges):
-        token_id.setdefault(a + b, 256 + i)
-    special_id = {s: 256 + len(merges) + j for j, s in enumerate(specials)}
-    ordered = sorted(specials, key=len, reverse=True)
-    ids: list[int] = []
-    rest = text
-    while rest:
-        # the earliest special token, the longest one where several start at the same place
-        hits = [(rest.find(s), -len(s), s) for s in ordered if rest.find(s) >= 0]
-        cut, _, special = min(hits) if hits else (len(rest), 0, None)
-        for chunk in reference_pretokenize(rest[:cut]):
-            tokens = [bytes([b]) for b in chunk.encode("utf-8")]
-            for pair in merges:
-                tokens = spec_merge(tokens, pair)
-            ids.extend(token_id[t] for t in tokens)
-        if special is None:
-            break
-        ids.append(special_id[special])
-        rest = rest[cut + len(special) :]
-    return ids
+    return chunks
 
 
 @cache
+def corpus_chunk_counts() -> dict:
+    return dict(reference_chunk_counts(corpus()))
+
+
+def pair_counts_of(chunks: dict) -> Counter:
+    counts = Counter()
+    for chunk, count in chunks.items():
+        for i in range(len(chunk) - 1):
+            counts[(chunk[i], chunk[i + 1])] += count
+    return counts
+
+
+def spec_merges(chunks: dict, num_merges: int, choose=smallest_pair, touched: list | None = None) -> list:
+    """Recount every pair after every merge; `touched` collects, per merge, the total length of the chunks that held
+    the merged pair (the work an incremental trainer cannot avoid)."""
+    chunks = Counter(chunks)
+    merges = []
+    for _ in range(num_merges):
+        pair_counts = pair_counts_of(chunks)
+        if not pair_counts:
+            break
+        best = choose(pair_counts)
+        merges.append(best)
+        merged, work = Counter(), 0
+        for chunk, count in chunks.items():
+            after = tuple(spec_merge(list(chunk), best))
+            work += len(chunk) if after != chunk else 0
+            merged[after] += count
+        chunks = merged
+        if touched is not None:
+            touched.append(work)
+    return merges
+
+
+def spec_train(text: str, num_merges: int, specials=(END_OF_TEXT,), choose=smallest_pair) -> list[tuple[bytes, bytes]]:
+    return spec_merges(reference_chunk_counts(text, specials), num_merges, choose)
+
+
+# Frozen output of spec_merges on the corpus (scripts/make_bpe_reference_merges.py writes it), so that the checks do
+# not spend seconds retraining the slow reference.
+REFERENCE_MERGES = repo_root() / "tests" / "checks" / "data" / "p02_bpe_tokenizer_merges.json"
+
+
+@cache
+def reference_merges() -> dict:
+    data = json.loads(REFERENCE_MERGES.read_text(encoding="utf-8"))
+    if data["corpus_sha256"] != hashlib.sha256(corpus().encode("utf-8")).hexdigest():
+        raise RuntimeError(f"{REFERENCE_MERGES} is stale: run python scripts/make_bpe_reference_merges.py")
+    for rule in TIE_RULES:
+        data[rule] = tuple((bytes.fromhex(a), bytes.fromhex(b)) for a, b in data[rule])
+    return data
+
+
 def corpus_merges() -> tuple:
-    return tuple(spec_train(corpus(), NUM_MERGES))
+    """NUM_MERGES merges of the slow reference on the corpus, with the lesson's tie-break."""
+    return reference_merges()["lexicographic_smaller"]
+
+
+def greater_corpus_merges() -> tuple:
+    """VOCAB_500 merges of the slow reference on the corpus, with CS336's tie-break."""
+    return reference_merges()["lexicographic_greater"]
+
+
+class ReferenceTokenizer:
+    """The plain encoder: every merge applied in training order to every chunk (memoised per chunk), ids by the
+    lesson's layout. It offers what encode_iterable may use of a tokenizer: `encode(text)` and `special_ids`."""
+
+    def __init__(self, merges, specials=(END_OF_TEXT,)):
+        self.merges, self.specials, self.memo, self.chunk_memo = list(merges), tuple(specials), {}, {}
+        self.token_id = {bytes([b]): b for b in range(256)}
+        for i, (a, b) in enumerate(self.merges):
+            self.token_id.setdefault(a + b, 256 + i)
+        self.special_ids = {s: 256 + len(self.merges) + j for j, s in enumerate(self.specials)}
+        self.longest_first = sorted(self.specials, key=len, reverse=True)
+
+    def encode_chunk(self, chunk: str) -> list[int]:
+        if chunk not in self.chunk_memo:
+            tokens = [bytes([b]) for b in chunk.encode("utf-8")]
+            for pair in self.merges:
+                tokens = spec_merge(tokens, pair)
+            self.chunk_memo[chunk] = [self.token_id[t] for t in tokens]
+        return self.chunk_memo[chunk]
+
+    def encode(self, text: str) -> list[int]:
+        if text in self.memo:  # a text seen before (memory_stays_flat streams its input twice)
+            return list(self.memo[text])
+        ids: list[int] = []
+        at = 0
+        while at < len(text):
+            # the earliest special token, the longest one where several start at the same place
+            hits = [(text.find(s, at), -len(s), s) for s in self.longest_first if text.find(s, at) >= 0]
+            cut, _, special = min(hits) if hits else (len(text), 0, None)
+            for chunk in reference_pretokenize(text[at:cut]):
+                ids.extend(self.encode_chunk(chunk))
+            if special is None:
+                break
+            ids.append(self.special_ids[special])
+            at = cut + len(special)
+        self.memo[text] = ids
+        return list(ids)
+
+
+def spec_encode(text: str, merges, specials=(END_OF_TEXT,)) -> list[int]:
+    return ReferenceTokenizer(merges, specials).encode(text)
 
 
 @cache
@@ -590,4 +658,514 @@ def token_count_close_to_hugging_face(ex):
         expected=f"about {theirs} tokens (±2%: the merge lists differ only by tie-breaks)",
         got=f"{mine} tokens",
         hint="every learned merge must be applied; specials are one token each",
+    )
+
+
+# ------------------------------------------------------------------------------------------ parallel_pretokenize
+
+
+def reference_boundaries(text: str, num_chunks: int, split_token: str) -> list[int]:
+    """The rule, written as a search over the sorted list of every occurrence of split_token."""
+    starts, at = [], text.find(split_token)
+    while at != -1:
+        starts.append(at)
+        at = text.find(split_token, at + 1)
+    cuts = {0, len(text)}
+    for i in range(1, num_chunks):
+        k = bisect.bisect_left(starts, i * len(text) // num_chunks)
+        if k == len(starts):
+            break
+        cuts.add(starts[k])
+    return sorted(cuts)
+
+
+def documents_text(rng: random.Random, num_documents: int, separator: str = END_OF_TEXT) -> str:
+    """Documents of random lengths from the corpus's words, some empty, joined by the separator."""
+    words = corpus().replace(END_OF_TEXT, " ").split(" ")
+    docs = [" ".join(rng.choice(words) for _ in range(rng.choice([0, 1, 3, 10, 40]))) for _ in range(num_documents)]
+    return (separator if rng.random() < 0.5 else "") + separator.join(docs)
+
+
+def expect_counts(got, want: Counter, *, input: str, hint: str) -> None:
+    if isinstance(got, dict) and Counter(got) == want and all(v > 0 for v in got.values()):
+        return
+    if not isinstance(got, dict):
+        expect(False, "must return a Counter", input=input, expected="Counter", got=type(got).__name__, hint=hint)
+    diff = [(k, want.get(k, 0), got.get(k, 0)) for k in {*want, *got} if want.get(k, 0) != got.get(k, 0)]
+    diff.sort(key=lambda d: -abs(d[1] - d[2]))
+    chunk, w, g = diff[0]
+    expect(
+        False,
+        f"{len(diff)} chunk counts differ from the serial reference (total {sum(got.values())}, "
+        f"expected {sum(want.values())})",
+        input=input,
+        expected=f"{b''.join(chunk)!r}: {w}",
+        got=f"{b''.join(chunk)!r}: {g}",
+        hint=hint,
+    )
+
+
+@checks("parallel_pretokenize")
+def boundaries_by_hand(ex):
+    """'one<|endoftext|>two three<|endoftext|>four': the cuts for 1, 2, 3, 4 and 20 slices, no token, empty text"""
+    text = "one<|endoftext|>two three<|endoftext|>four"  # tokens start at 3 and 25, len 42
+    for num_chunks, want in ((1, [0, 42]), (2, [0, 25, 42]), (3, [0, 25, 42]), (4, [0, 25, 42]), (20, [0, 3, 25, 42])):
+        got = ex.chunk_boundaries(text, num_chunks)
+        expect(
+            got == want,
+            "wrong cut points",
+            input=f"{text!r} (tokens at 3 and 25, length 42), num_chunks={num_chunks}",
+            expected=repr(want),
+            got=short(got),
+            hint="guess i * len(text) // num_chunks, move it to text.find(split_token, guess), stop at -1, "
+            "skip a cut equal to the previous one, end with len(text)",
+        )
+    for text, num_chunks, want in (
+        ("no separator here", 3, [0, 17]),
+        ("", 3, [0]),
+        ("<|endoftext|>a<|endoftext|>b", 40, [0, 14, 28]),
+    ):
+        got = ex.chunk_boundaries(text, num_chunks)
+        expect(
+            got == want,
+            "wrong cut points",
+            input=f"{text!r}, num_chunks={num_chunks}",
+            expected=repr(want),
+            got=short(got),
+            hint="without an occurrence there is one slice; an empty text has the boundaries [0]; a token found at 0 "
+            "is no new cut, but the search goes on",
+        )
+
+
+@checks("parallel_pretokenize")
+def boundaries_follow_the_rule_on_random_texts(ex):
+    """random documents (empty ones, back-to-back tokens, another split token), 1-9 slices: the stated cut points"""
+    rng = random.Random(3)
+    for trial in range(60):
+        split_token = END_OF_TEXT if trial % 3 else "<|im_end|>"
+        text = documents_text(rng, rng.randint(1, 12), split_token)
+        num_chunks = rng.randint(1, 9)
+        got = ex.chunk_boundaries(text, num_chunks, split_token)
+        want = reference_boundaries(text, num_chunks, split_token)
+        expect(
+            got == want,
+            "wrong cut points",
+            input=f"text of {len(text)} characters with {text.count(split_token)} x {split_token!r}, "
+            f"num_chunks={num_chunks}",
+            expected=short(want),
+            got=short(got),
+            hint="every inner cut is where split_token starts; strictly increasing; at most num_chunks slices",
+        )
+
+
+@checks("parallel_pretokenize")
+def serial_counts_match_the_reference(ex):
+    """count_pretokens on the corpus, tricky strings, two special tokens and none: the reference's chunk counts"""
+    cases = [
+        (corpus(), (END_OF_TEXT,)),
+        (" ".join(TRICKY), (END_OF_TEXT,)),
+        ("a<|im_start|>b c<|im_end|>b c<|endoftext|>d", ("<|im_start|>", "<|im_end|>")),
+        ("tokens <|endoftext|> stay text", ()),
+    ]
+    for text, specials in cases:
+        expect_counts(
+            ex.count_pretokens(text, specials),
+            reference_chunk_counts(text, specials),
+            input=f"{short(text, 60)}, special_tokens={specials}",
+            hint="split at every special token, pre-tokenize every piece, count tuples of single bytes",
+        )
+
+
+class CountingForks:
+    """Counts os.fork() calls (a fork-context pool starts each worker with one) while it is active."""
+
+    def __enter__(self):
+        self.forks, self.real_fork = 0, os.fork
+
+        def counting_fork():
+            self.forks += 1
+            return self.real_fork()
+
+        os.fork = counting_fork
+        return self
+
+    def __exit__(self, *exc):
+        os.fork = self.real_fork
+
+
+@checks("parallel_pretokenize")
+def parallel_equals_serial(ex):
+    """1, 2 and 3 worker processes on part of the corpus, an empty text, no special token: the serial pass's counts"""
+    text = corpus()[:6000]
+    for processes in (1, 2, 3):
+        with CountingForks() as forks:
+            got = ex.count_pretokens_parallel(text, processes)
+        expect_counts(
+            got,
+            reference_chunk_counts(text),
+            input=f"the first 6000 characters of the corpus, num_processes={processes}",
+            hint="cut only where <|endoftext|> starts, and add the counters (Counter.update adds, dict.update overwrites)",
+        )
+        expect(
+            forks.forks >= min(processes, 2),
+            "the slices were not counted in separate processes",
+            input=f"the first 6000 characters of the corpus, num_processes={processes}",
+            expected=f"a pool of {processes} forked worker(s)",
+            got=f"{forks.forks} call(s) of os.fork",
+            hint='count the slices in a multiprocessing.get_context("fork").Pool with one worker per slice',
+        )
+    expect_counts(
+        ex.count_pretokens_parallel("", 2),
+        Counter(),
+        input="'' (an empty text), num_processes=2",
+        hint="an empty text has no slice: an empty Counter (a Pool needs at least one process)",
+    )
+    text = "the same words, the same words<|endoftext|>"
+    expect_counts(
+        ex.count_pretokens_parallel(text, 2, ()),
+        reference_chunk_counts(text, ()),
+        input=f"{text!r}, num_processes=2, special_tokens=()",
+        hint="with no special token there is nowhere safe to cut: count the whole text",
+    )
+
+
+@checks("parallel_pretokenize")
+def cutting_refuses_bad_arguments(ex):
+    """num_chunks=0, an empty split token and num_processes=0 raise ValueError"""
+    expect_value_error(
+        lambda: ex.chunk_boundaries("a<|endoftext|>b", 0), "chunk_boundaries(text, 0)", "num_chunks must be >= 1"
+    )
+    expect_value_error(
+        lambda: ex.chunk_boundaries("a<|endoftext|>b", 2, ""), "chunk_boundaries(text, 2, '')", "an empty token"
+    )
+    for specials in ((END_OF_TEXT,), ()):
+        expect_value_error(
+            lambda specials=specials: ex.count_pretokens_parallel("a<|endoftext|>b", 0, specials),
+            f"count_pretokens_parallel(text, 0, special_tokens={specials})",
+            "num_processes must be >= 1, also when there is no special token to cut at",
+        )
+
+
+# ------------------------------------------------------------------------------------------ incremental_bpe
+
+
+class CountingDict(dict):
+    """A dict that counts every write (set, delete, and the methods that write several)."""
+
+    def __init__(self):
+        super().__init__()
+        self.writes = 0
+
+    def __setitem__(self, key, value):
+        self.writes += 1
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key):
+        self.writes += 1
+        super().__delitem__(key)
+
+    def update(self, *args, **kwargs):
+        other = dict(*args, **kwargs)
+        self.writes += len(other)
+        super().update(other)
+
+    def setdefault(self, key, default=None):
+        self.writes += key not in self
+        return super().setdefault(key, default)
+
+    def pop(self, *args):
+        self.writes += 1
+        return super().pop(*args)
+
+    def popitem(self):
+        self.writes += 1
+        return super().popitem()
+
+    def clear(self):
+        self.writes += len(self)
+        super().clear()
+
+    def __ior__(self, other):
+        self.update(other)
+        return self
+
+
+def random_chunk_counts(rng: random.Random) -> Counter:
+    """Few, short chunks over a tiny alphabet with repeats (aaaa): many ties, overlapping pairs."""
+    alphabet = rng.choice([[b"a"], [b"a", b"b"], [b"a", b"b", b"c"], [b"a", b"ab", b"\xe4", b"b"]])
+    chunks = Counter()
+    for _ in range(rng.randint(1, 8)):
+        chunks[tuple(rng.choice(alphabet) for _ in range(rng.randint(1, 9)))] += rng.randint(1, 4)
+    return chunks
+
+
+@checks("incremental_bpe")
+def hand_derived_merges_for_both_rules(ex):
+    """'aaabdaaabac': smaller rule (a,a),(a,b),(aa,ab),(a,c); greater rule (a,a),(aa,a),(aaa,b),(d,aaab)"""
+    chunk = tuple(bytes([b]) for b in b"aaabdaaabac")
+    cases = {
+        "lexicographic_smaller": [(b"a", b"a"), (b"a", b"b"), (b"aa", b"ab"), (b"a", b"c")],
+        "lexicographic_greater": [(b"a", b"a"), (b"aa", b"a"), (b"aaa", b"b"), (b"d", b"aaab")],
+    }
+    for rule, want in cases.items():
+        chunk_counts = {chunk: 1}
+        got = ex.train_bpe_incremental(chunk_counts, 4, rule)
+        expect_same_merges(
+            got,
+            want,
+            input=f"chunk_counts={{'aaabdaaabac' as single bytes: 1}}, num_merges=4, tie_break={rule!r}",
+            hint="after (a,a) the pairs (a,b) and (aa,a) tie at 2: the smaller rule takes (a,b), the greater (aa,a)",
+        )
+        expect(
+            chunk_counts == {chunk: 1},
+            "the trainer modified its chunk_counts argument",
+            input=f"tie_break={rule!r}",
+            expected="chunk_counts unchanged",
+            got=short(chunk_counts),
+            hint="copy the chunks into your own list before merging",
+        )
+
+
+@checks("incremental_bpe")
+def same_merges_as_the_slow_reference_on_the_corpus(ex):
+    """vocabulary 500 (243 merges) on the corpus, both rules: the slow reference's merges, in order"""
+    chunks = corpus_chunk_counts()
+    for rule, want in (
+        ("lexicographic_smaller", list(corpus_merges())[:VOCAB_500]),
+        ("lexicographic_greater", list(greater_corpus_merges())),
+    ):
+        expect_same_merges(
+            ex.train_bpe_incremental(dict(chunks), VOCAB_500, rule),
+            want,
+            input=f"chunk counts of the lesson corpus, num_merges={VOCAB_500}, tie_break={rule!r}",
+            hint="a popped heap entry whose count is no longer current must go back with its current count; "
+            "subtract the old pairs of every touched chunk, add and push its new ones",
+        )
+
+
+@checks("incremental_bpe")
+def same_merges_as_the_slow_reference_on_random_corpora(ex):
+    """150 random small corpora (repeats like aaaa, many ties), both rules, 0 to 15 merges (more than exist too)"""
+    rng = random.Random(4)
+    for _ in range(150):
+        chunks = random_chunk_counts(rng)
+        num_merges = rng.randint(0, 15)
+        for rule, choose in TIE_RULES.items():
+            expect_same_merges(
+                ex.train_bpe_incremental(dict(chunks), num_merges, rule),
+                spec_merges(chunks, num_merges, choose),
+                input=f"chunk_counts={short(dict(chunks), 200)}, num_merges={num_merges}, tie_break={rule!r}",
+                hint="weight pairs by chunk counts; (a, a, a) holds the pair (a, a) twice; stop when no pair is left",
+            )
+
+
+@checks("incremental_bpe")
+def reproduces_hugging_face_with_its_ids(ex):
+    """with Hugging Face's token ids as the tie-break key: its BpeTrainer's 300 merges on the corpus, exactly"""
+    vocab = hugging_face_tokenizer().get_vocab()
+    hf_id = {from_byte_level(token): i for token, i in vocab.items() if token != END_OF_TEXT}
+    unknown = len(vocab) + 1
+
+    def hugging_face_key(pair):
+        return (hf_id.get(pair[0], unknown), hf_id.get(pair[1], unknown))
+
+    expect_same_merges(
+        ex.train_bpe_incremental(dict(corpus_chunk_counts()), NUM_MERGES, hugging_face_key),
+        hugging_face_merges(),
+        input=f"chunk counts of the lesson corpus, num_merges={NUM_MERGES}, tie_break=key(pair) = Hugging Face's ids",
+        hint="a function tie_break is a key: among the most frequent pairs, the one with the smallest key(pair)",
+    )
+
+
+@checks("incremental_bpe")
+def pair_counts_are_updated_where_a_merge_touched(ex):
+    """the pair_counts dict ends exact, and its writes stay near the size of the touched chunks (not a recount)"""
+    chunks = corpus_chunk_counts()
+    merges, touched = corpus_merges(), reference_merges()["touched_per_merge"]
+    counting = CountingDict()
+    got = ex.train_bpe_incremental(dict(chunks), VOCAB_500, "lexicographic_smaller", counting)
+    expect_same_merges(
+        got, list(merges[:VOCAB_500]), input=f"the corpus, num_merges={VOCAB_500}", hint="see the corpus check"
+    )
+    merged = Counter()
+    for chunk, count in chunks.items():
+        tokens = list(chunk)
+        for pair in merges[:VOCAB_500]:
+            tokens = spec_merge(tokens, pair)
+        merged[tuple(tokens)] += count
+    want = dict(pair_counts_of(merged))
+    if dict(counting) != want:
+        wrong = [p for p in {*want, *counting} if want.get(p) != counting.get(p)]
+        expect(
+            False,
+            f"after training, pair_counts is wrong for {len(wrong)} pairs",
+            input=f"the corpus, num_merges={VOCAB_500}, pair_counts=an empty dict",
+            expected=f"{len(want)} pairs, e.g. {wrong[0]!r}: {want.get(wrong[0])}",
+            got=f"{len(counting)} pairs, e.g. {wrong[0]!r}: {counting.get(wrong[0])}",
+            hint="keep your counts in the dict you are given; delete pairs whose count reaches 0",
+        )
+    initial = sum(len(chunk) - 1 for chunk in chunks)
+    budget = initial + 3 * sum(touched[:VOCAB_500])
+    expect(
+        counting.writes <= budget,
+        f"{counting.writes:,} writes to pair_counts: more than an incremental trainer needs",
+        input=f"the corpus ({len(chunks)} distinct chunks), num_merges={VOCAB_500}",
+        expected=f"at most {budget:,} (the {initial:,} pairs counted once, then 3 writes per token of each touched chunk)",
+        got=f"{counting.writes:,}",
+        hint="update only the chunks listed under the merged pair (where[pair]), not every chunk",
+    )
+
+
+@checks("incremental_bpe")
+def trainer_refuses_bad_arguments(ex):
+    """an unknown tie_break, num_merges=-1 and a non-empty pair_counts raise ValueError"""
+    chunks = {(b"a", b"b"): 2}
+    expect_value_error(
+        lambda: ex.train_bpe_incremental(chunks, 2, "alphabetical"),
+        "tie_break='alphabetical'",
+        "accept 'lexicographic_smaller', 'lexicographic_greater' or a function",
+    )
+    expect_value_error(lambda: ex.train_bpe_incremental(chunks, -1), "num_merges=-1", "refuse num_merges < 0")
+    expect_value_error(
+        lambda: ex.train_bpe_incremental(chunks, 2, "lexicographic_smaller", {(b"x", b"y"): 1}),
+        "pair_counts={(x, y): 1}",
+        "pair_counts must start empty",
+    )
+
+
+# ------------------------------------------------------------------------------------------ encode_iterable
+
+STREAM_SPECIALS = ("<|endoftext|>", "<|endoftext|><|endoftext|>", "<|im_start|>")
+
+STREAM_TEXTS = [
+    "a\n  b",
+    "def f(x):\n    return x\n\n\n    pass\n",
+    "they'll we've I'd it's x'l 'll",
+    "hello<|endoftext|>world<|endoftext|><|endoftext|><|endoftext|>x<|im_start|>",
+    "a <|endoftext the end|> <|im_start <|endoftext|",
+    "你好🙂 👩‍💻 end   \t\n  ",
+    *TRICKY[:4],
+]
+
+
+@cache
+def stream_tokenizer() -> ReferenceTokenizer:
+    return ReferenceTokenizer(corpus_merges(), STREAM_SPECIALS)
+
+
+def expect_stream(ex, tokenizer, pieces: list[str], *, hint: str) -> None:
+    text = "".join(pieces)
+    got = ex.encode_iterable(tokenizer, iter(pieces))
+    got = list(got) if hasattr(got, "__iter__") else got
+    expect_ids(got, tokenizer.encode(text), input=f"pieces {short(pieces, 120)}", hint=hint)
+
+
+@checks("encode_iterable")
+def pieces_that_change_each_other(ex):
+    """a newline and the next line's indent, a contraction, a special token split across pieces: as one text"""
+    tokenizer = stream_tokenizer()
+    cases = [
+        (["a\n", "  b"], "a newline and the next line's indentation are one chunk: never cut at a line end"),
+        (["def f(x):\n", "    return x\n"], "a newline and the next line's indentation are one chunk"),
+        (["We'v", "e seen"], "keep back the last two chunks: ' and v become the contraction 've (a learned token)"),
+        (["x <|endof", "text|> y"], "keep back a tail that may still become a special token"),
+        (["<|endoftext|>", "<|endoftext|>", "!"], "a complete special token may be the start of a longer one"),
+        (["<|endoftext|><|endoftext|>", "<|endoftext|>x"], "never cut inside a special token already matched"),
+    ]
+    for pieces, hint in cases:
+        expect_stream(ex, tokenizer, pieces, hint=hint)
+    # a special token that contains another one well after its start (added-token sets may): the tail that may still
+    # become the long one is held from its start, even though the short one inside it is complete
+    nested = ReferenceTokenizer(corpus_merges(), ("<|end|>", "<|sys|>x y z<|end|>!"))
+    expect_stream(
+        ex,
+        nested,
+        ["hello <|sys|>x y z<|end|>", "!"],
+        hint="with specials ('<|end|>', '<|sys|>x y z<|end|>!'): hold from the earliest possible start of a special "
+        "token; a complete special token found after that point does not move the hold",
+    )
+
+
+@checks("encode_iterable")
+def every_cut_of_tricky_texts(ex):
+    """every way to cut tricky texts in two, some in three, and one character at a time: the ids of the whole"""
+    tokenizer = stream_tokenizer()
+    rng = random.Random(5)
+    for text in STREAM_TEXTS:
+        for cut in range(len(text) + 1):
+            expect_stream(ex, tokenizer, [text[:cut], text[cut:]], hint="cut only where no later text can change")
+        for _ in range(10):
+            a, b = sorted(rng.randint(0, len(text)) for _ in range(2))
+            expect_stream(ex, tokenizer, [text[:a], text[a:b], "", text[b:]], hint="empty pieces change nothing")
+        expect_stream(ex, tokenizer, list(text), hint="one character at a time")
+
+
+@checks("encode_iterable")
+def is_lazy(ex):
+    """the first ids come after reading one line of 200 (a generator, not a join of the whole input)"""
+    tokenizer = stream_tokenizer()
+    lines = corpus().splitlines(keepends=True)[:200]
+    consumed = 0
+
+    def reading():
+        nonlocal consumed
+        for line in lines:
+            consumed += 1
+            yield line
+
+    stream = ex.encode_iterable(tokenizer, reading())
+    first = next(iter(stream), None)
+    expect(
+        first is not None and consumed <= 2,
+        "the first id came only after reading most of the input",
+        input=f"{len(lines)} lines of the corpus, fed one at a time",
+        expected="the first id after 1 or 2 lines",
+        got=f"after {consumed} lines" if first is not None else "no id at all",
+        hint="yield the ids of the safe part after each piece (a generator); never join all the lines first",
+    )
+
+
+@checks("encode_iterable")
+def memory_stays_flat(ex):
+    """tracemalloc: streaming 10 copies of the corpus (165 KB) peaks below a tenth of the input, with the right ids"""
+    tokenizer = ReferenceTokenizer(corpus_merges(), STREAM_SPECIALS)
+    lines = [*corpus().splitlines(keepends=True), END_OF_TEXT] * 10
+    input_bytes = sum(len(line.encode("utf-8")) for line in lines)
+    # a special token is a hard boundary, so the whole text encodes as 10 copies of one copy's ids
+    want = [*tokenizer.encode(corpus()), tokenizer.special_ids[END_OF_TEXT]] * 10
+    # A first, unmeasured pass fills the reference's memo with the texts this encoder asks for, so that the measured
+    # pass allocates only what the learner's code holds (plus a copy of the ids of each text it encodes). It also
+    # fills CPython's free lists (tuples, lists, frames are kept for reuse, and tracemalloc counts them as held); the
+    # garbage collector stays off until the end so that a collection cannot empty them in between.
+    gc_was_on = gc.isenabled()
+    gc.disable()
+    mismatch, count = None, 0
+    try:
+        for _ in ex.encode_iterable(tokenizer, iter(lines)):
+            pass
+        tracemalloc.start()
+        for got in ex.encode_iterable(tokenizer, iter(lines)):
+            if mismatch is None and (count >= len(want) or got != want[count]):
+                mismatch = count
+            count += 1
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        if gc_was_on:
+            gc.enable()
+    expect(
+        mismatch is None and count == len(want),
+        f"the streamed ids differ from encode of the whole text at position {mismatch if mismatch is not None else count}",
+        input=f"{len(lines)} lines ({input_bytes:,} bytes)",
+        expected=f"{len(want)} ids",
+        got=f"{count} ids",
+        hint="cut only where no later text can change the encoding",
+    )
+    expect(
+        peak <= input_bytes // 10,
+        "the streaming encoder holds too much memory",
+        input=f"{len(lines)} lines ({input_bytes:,} bytes of UTF-8), read one at a time",
+        expected=f"a tracemalloc peak of at most {input_bytes // 10:,} bytes (a tenth of the input)",
+        got=f"{peak:,} bytes",
+        hint="keep only the text after the safe cut; do not join the lines or collect the ids",
     )

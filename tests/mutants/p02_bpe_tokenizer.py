@@ -135,4 +135,124 @@ MUTANTS = [
             )
         ],
     ),
+    Mutant(
+        "parallel_pretokenize",
+        "cuts_at_the_even_guesses",
+        "cuts at i * len(text) // num_chunks without moving to a special token, so a cut can split a word",
+        [
+            (
+                "start = text.find(split_token, i * len(text) // num_chunks)",
+                "start = i * len(text) // num_chunks",
+            )
+        ],
+    ),
+    Mutant(
+        "parallel_pretokenize",
+        "keeps_a_cut_twice",
+        "keeps a cut that two guesses share, so the boundaries are not strictly increasing (an empty slice)",
+        [("if start > cuts[-1]:", "if start >= cuts[-1]:")],
+    ),
+    Mutant(
+        "parallel_pretokenize",
+        "dict_update_overwrites_counts",
+        "merges the per-slice counters with dict.update, which overwrites a chunk's count instead of adding",
+        [("total.update(part)  # Counter.update adds; dict.update would overwrite", "dict.update(total, part)")],
+    ),
+    Mutant(
+        "parallel_pretokenize",
+        "specials_not_removed_per_slice",
+        "counts each slice without cutting it at the special tokens, so <|endoftext|> is pre-tokenized as text",
+        [
+            (
+                "parts = pool.starmap(count_pretokens, slices)",
+                "parts = pool.starmap(count_pretokens, [(s, ()) for s, _ in slices])",
+            )
+        ],
+    ),
+    Mutant(
+        "incremental_bpe",
+        "trusts_stale_heap_entries",
+        "merges the popped pair without checking that its stored count is still current",
+        [("if current != -negative_count:  # stale", "if current == 0:  # stale")],
+    ),
+    Mutant(
+        "incremental_bpe",
+        "old_pairs_not_subtracted",
+        "adds the new pairs of a touched chunk but never subtracts its old ones",
+        [
+            (
+                """            for old in zip(word, word[1:]):
+                pair_counts[old] -= count
+                if pair_counts[old] == 0:
+                    del pair_counts[old]
+""",
+                "",
+            )
+        ],
+    ),
+    Mutant(
+        "incremental_bpe",
+        "new_pairs_not_pushed",
+        "counts the new pairs but never pushes them on the heap, so no merged token is merged again",
+        [("heapq.heappush(heap, (-pair_counts[new], key(new), new))", "pass")],
+    ),
+    Mutant(
+        "incremental_bpe",
+        "greater_by_concatenation",
+        "the greater rule compares the concatenated bytes a + b instead of the pair (a, b)",
+        [("return self.pair > other.pair", "return self.pair[0] + self.pair[1] > other.pair[0] + other.pair[1]")],
+    ),
+    Mutant(
+        "incremental_bpe",
+        "greater_rule_ignored",
+        "treats 'lexicographic_greater' like the smaller rule",
+        [("key = Descending", "key = lambda pair: pair  # noqa: E731")],
+    ),
+    Mutant(
+        "incremental_bpe",
+        "every_chunk_every_merge",
+        "no pair -> chunks index: every chunk is recounted for every merge (right merges, slow trainer's cost)",
+        [("for index in where.pop(pair):", "for index in range(len(words)):")],
+    ),
+    Mutant(
+        "incremental_bpe",
+        "ignores_chunk_frequency",
+        "counts each distinct chunk once when building the pair counts",
+        [
+            (
+                "pair_counts[pair] = pair_counts.get(pair, 0) + counts[index]",
+                "pair_counts[pair] = pair_counts.get(pair, 0) + 1",
+            )
+        ],
+    ),
+    Mutant(
+        "encode_iterable",
+        "each_piece_on_its_own",
+        "encodes every piece as it comes, so a newline and the next line's indentation become two chunks",
+        [("cut = safe_cut(buffer)", "cut = len(buffer)")],
+    ),
+    Mutant(
+        "encode_iterable",
+        "joins_everything_first",
+        "holds the whole input and encodes it at the end: right ids, no streaming",
+        [("cut = safe_cut(buffer)", "cut = 0")],
+    ),
+    Mutant(
+        "encode_iterable",
+        "keeps_back_one_chunk",
+        "keeps back only the last pre-token chunk, so ' is emitted before the e of We've arrives and makes 've",
+        [("return hold - len(chunks[-1]) - len(chunks[-2])", "return hold - len(chunks[-1])")],
+    ),
+    Mutant(
+        "encode_iterable",
+        "special_prefix_not_held",
+        "does not keep back a tail that may still become a special token (<|endof + text|>)",
+        [("if buffer[p] in first_characters and any(", "if False and any(")],
+    ),
+    Mutant(
+        "encode_iterable",
+        "cuts_through_a_special_token",
+        "cuts where a longer special token could still start, inside a special token already matched",
+        [("hold = match.start()", "pass")],
+    ),
 ]
