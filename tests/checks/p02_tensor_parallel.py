@@ -84,6 +84,10 @@ def ranks_refuse(ex, results, errors=(ValueError,), *, input: str, hint: str = "
     expect_ranks_refuse(results, errors, input=input, hint=hint)
 
 
+# In the ranks, backward() of a loss written as sum(y * upstream) rather than y.backward(upstream): with an explicit
+# gradient, torch's autograd imports torch.fx.experimental.symbolic_shapes (and sympy) on first use, seconds per rank.
+
+
 def run(fn, *args, forbid=GATHERS, instead=NO_GATHER):
     return run_ranks(fn, WORLD, args=args, forbid=forbid, instead=instead, deadline=DEADLINE)
 
@@ -122,7 +126,7 @@ def f_and_g_by_hand(copy_to, reduce_from):
         before = partial.detach().clone()
         total = reduce_from(partial)
         g_forward = seen.since(0)
-        total.backward(torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64))  # the same gradient on every rank
+        (total * torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64)).sum().backward()  # the same on every rank
         g_backward = seen.since(len(g_forward))
         # f: the replicated input x; rank r's branch weighs it by c_r
         x = torch.tensor([1.0, -2.0, 4.0], dtype=torch.float64, requires_grad=True)
@@ -242,7 +246,7 @@ def g_of_f_in_float32(copy_to, reduce_from, w, x, upstream):
     rank = dist.get_rank()
     x = x.clone().requires_grad_()
     y = reduce_from(copy_to(x) @ w[rank_slice(w.shape[0], rank)].T @ w[rank_slice(w.shape[0], rank)])
-    y.backward(upstream)
+    (y * upstream).sum().backward()
     return y.detach(), x.grad
 
 
@@ -352,7 +356,8 @@ def linear_alone(cls, row, weight, bias, x, upstream):
     with Collectives() as seen:
         y = layer(x)
         forward = seen.since(0)
-        y.backward(upstream[..., rank_slice(upstream.shape[-1], rank)] if y.shape != upstream.shape else upstream)
+        mine = upstream[..., rank_slice(upstream.shape[-1], rank)] if y.shape != upstream.shape else upstream
+        (y * mine).sum().backward()
         backward = seen.since(len(forward))
     return y.detach(), x.grad, layer.weight.grad, dict(forward=forward, backward=backward)
 
@@ -774,7 +779,7 @@ def vocab_ce_in_rank(fn, logits, target, upstream):
     with Collectives() as seen:
         loss = fn(shard, target)
         forward = seen.since(0)
-        loss.backward(upstream)
+        (loss * upstream).sum().backward()
         backward = seen.since(len(forward))
     return loss.detach(), shard.grad, dict(forward=forward, backward=backward)
 
