@@ -1,0 +1,97 @@
+"""Realistic wrong versions of the p02.pipeline_parallel solutions; every one must be rejected by a check."""
+
+from llm_algo.mutation import Mutant
+
+MUTANTS = [
+    Mutant(
+        "pipeline_schedule",
+        "warmup_off_by_one",
+        "1F1B warm-up of p - s forwards instead of p - s - 1: one more activation held on every stage",
+        [("warmup = min(p - stage - 1, m)", "warmup = min(p - stage, m)")],
+    ),
+    Mutant(
+        "pipeline_schedule",
+        "steady_state_backward_first",
+        "the steady phase runs the backward before the forward: the last stage would run B0 before F0",
+        [('ops += [("F", i + warmup), ("B", i)]', 'ops += [("B", i), ("F", i + warmup)]')],
+    ),
+    Mutant(
+        "pipeline_schedule",
+        "gpipe_backward_reversed",
+        "GPipe's backwards in reverse micro-batch order (not what ScheduleGPipe runs)",
+        [('[("B", i) for i in range(m)]', '[("B", i) for i in reversed(range(m))]')],
+    ),
+    Mutant(
+        "pipeline_schedule",
+        "peak_counts_forwards_only",
+        "peak_in_flight counts the forwards and never subtracts the backwards",
+        [('live += 1 if op == "F" else -1', 'live += 1 if op == "F" else 0')],
+    ),
+    Mutant(
+        "simulate_pipeline",
+        "backward_ignores_next_stage",
+        "a backward waits only for its own stage's forward, not for the gradient from the next stage",
+        [('needs = [("F", stage, i)] + ([("B", stage + 1, i)] if stage < p - 1 else [])', 'needs = [("F", stage, i)]')],
+    ),
+    Mutant(
+        "simulate_pipeline",
+        "forward_ignores_previous_stage",
+        "a forward starts as soon as its stage is free, without the previous stage's activation",
+        [('needs = [("F", stage - 1, i)] if stage > 0 else []', "needs = []")],
+    ),
+    Mutant(
+        "simulate_pipeline",
+        "bubble_over_one_stage",
+        "the bubble divides the busy time of all stages by the makespan of one stage",
+        [("return 1.0 - busy / (len(schedule) * makespan)", "return 1.0 - busy / makespan / len(schedule) ** 2")],
+    ),
+    Mutant(
+        "simulate_pipeline",
+        "no_deadlock_error",
+        "returns the ops it managed to time instead of reporting a deadlock",
+        [
+            (
+                'raise ValueError(f"the schedule deadlocks: stage {stuck} waits forever at {schedule[stuck][position[stuck]]}")',
+                "pass",
+            )
+        ],
+    ),
+    Mutant(
+        "pipeline_stage",
+        "blocking_send",
+        "sends with the blocking dist.send: GPipe still runs, 1F1B's steady state deadlocks",
+        [
+            (
+                "sends.append((dist.isend(out, neighbour(rank + 1), group=group), out))",
+                "dist.send(out, neighbour(rank + 1), group=group)",
+            ),
+            (
+                "sends.append((dist.isend(x.grad, neighbour(rank - 1), group=group), x.grad))",
+                "dist.send(x.grad, neighbour(rank - 1), group=group)",
+            ),
+        ],
+    ),
+    Mutant(
+        "pipeline_stage",
+        "loss_not_divided_by_m",
+        "backpropagates each micro-batch's full loss: the accumulated gradient is m times the batch gradient",
+        [("kept[i] = (x, loss / m)  # each micro-batch's share of the mean loss", "kept[i] = (x, loss)")],
+    ),
+    Mutant(
+        "pipeline_stage",
+        "activations_never_freed",
+        "reads what F kept without removing it: right gradients, but 1F1B holds m activations like GPipe",
+        [("x, y = kept.pop(i)  # dropping the references frees this micro-batch's activations", "x, y = kept[i]")],
+    ),
+    Mutant(
+        "pipeline_stage",
+        "received_grad_sent_back_unchanged",
+        "sends the output gradient it received back to the previous stage instead of its input's gradient",
+        [
+            (
+                "sends.append((dist.isend(x.grad, neighbour(rank - 1), group=group), x.grad))",
+                "sends.append((dist.isend(grad if not last else x.grad, neighbour(rank - 1), group=group), x))",
+            )
+        ],
+    ),
+]

@@ -1,0 +1,155 @@
+"""Realistic wrong versions of the p02.tensor_parallel solutions; every one must be rejected by a check."""
+
+from llm_algo.mutation import Mutant
+
+MUTANTS = [
+    Mutant(
+        "f_and_g",
+        "f_backward_without_all_reduce",
+        "f's backward returns the local gradient: each rank keeps only its branch's share of dL/dx",
+        [("dist.all_reduce(grad, op=dist.ReduceOp.SUM, group=ctx.group)", "pass")],
+    ),
+    Mutant(
+        "f_and_g",
+        "g_backward_all_reduces_too",
+        "g's backward all-reduces the already replicated gradient: p times too large",
+        [
+            (
+                "        return grad_output, None\n",
+                "        grad = grad_output.clone()\n"
+                "        dist.all_reduce(grad, group=None)\n"
+                "        return grad, None\n",
+            )
+        ],
+    ),
+    Mutant(
+        "f_and_g",
+        "g_reduces_the_input_in_place",
+        "g all-reduces the caller's tensor in place: the right sum, a corrupted input",
+        [("total = x.clone()  # the caller's partial sum stays intact", "total = x.detach()")],
+    ),
+    Mutant(
+        "f_and_g",
+        "g_averages",
+        "g averages the partial results (DDP's habit) instead of summing them",
+        [("        return total\n", "        return total / dist.get_world_size(group)\n")],
+    ),
+    Mutant(
+        "parallel_linear",
+        "every_rank_takes_block_zero",
+        "the column-parallel slice forgets the rank offset: every rank keeps rows [0, M/p)",
+        [("start = rank * rows", "start = 0")],
+    ),
+    Mutant(
+        "parallel_linear",
+        "row_bias_before_the_sum",
+        "the row-parallel layer adds its bias to the partial product, so the sum counts it p times",
+        [
+            (
+                "partial = F.linear(x, self.weight)  # (..., M): this rank's share of the sum over K",
+                "partial = F.linear(x, self.weight, self.bias)",
+            ),
+            (
+                "return out if self.bias is None else out + self.bias  # after the sum: the bias counts once",
+                "return out",
+            ),
+        ],
+    ),
+    Mutant(
+        "parallel_linear",
+        "column_without_f",
+        "the column-parallel layer forgets f: the input gradient is never summed over the ranks",
+        [("x = copy_to_tensor_parallel(x, self.group)  # backward: the input gradient summed over the ranks", "pass")],
+    ),
+    Mutant(
+        "parallel_linear",
+        "row_slice_is_a_view",
+        "the row-parallel weight keeps a view of the full matrix (no copy): 1/p of the compute, all of the memory",
+        [
+            (
+                "self.weight = nn.Parameter(weight[:, start : start + cols].detach().clone())  # (M, K/p)",
+                "self.weight = nn.Parameter(weight.detach()[:, start : start + cols])",
+            )
+        ],
+    ),
+    Mutant(
+        "parallel_mlp",
+        "naive_fused_layout",
+        "fuses gate and up as torch.cat([w_gate, w_up]): rank 0 gets only gate rows, rank 1 only up rows",
+        [
+            (
+                "self.gate_up = ColumnParallelLinear(torch.cat(pairs), group=group)  # rank r: (2F/p, H)",
+                "self.gate_up = ColumnParallelLinear(torch.cat([w_gate, w_up]), group=group)",
+            )
+        ],
+    ),
+    Mutant(
+        "parallel_mlp",
+        "two_column_layers",
+        "separate column-parallel layers for gate and up: right numbers, but f all-reduces two gradients",
+        [
+            (
+                "self.gate_up = ColumnParallelLinear(torch.cat(pairs), group=group)  # rank r: (2F/p, H)",
+                "self.gate = ColumnParallelLinear(w_gate, group=group)\n"
+                "        self.up = ColumnParallelLinear(w_up, group=group)",
+            ),
+            (
+                "gate, up = self.gate_up(x).chunk(2, dim=-1)  # (..., F/p) each: this rank's pair",
+                "gate, up = self.gate(x), self.up(x)",
+            ),
+        ],
+    ),
+    Mutant(
+        "parallel_mlp",
+        "silu_on_up",
+        "applies silu to the up projection instead of the gate",
+        [("return self.down(F.silu(gate) * up)", "return self.down(gate * F.silu(up))")],
+    ),
+    Mutant(
+        "parallel_attention",
+        "kv_heads_not_split",
+        "splits the query heads but gives every rank the first KV heads (the offset of rank 0)",
+        [
+            (
+                "blocks = zip(w_q.chunk(world), w_k.chunk(world), w_v.chunk(world))  # whole heads per rank",
+                "blocks = zip(w_q.chunk(world), [w_k.chunk(world)[0]] * world, [w_v.chunk(world)[0]] * world)",
+            )
+        ],
+    ),
+    Mutant(
+        "parallel_attention",
+        "not_causal",
+        "forgets the causal mask in the local attention",
+        [("is_causal=True, enable_gqa=True", "is_causal=False, enable_gqa=True")],
+    ),
+    Mutant(
+        "parallel_attention",
+        "heads_merged_in_the_wrong_order",
+        "merges the heads back with (B, h*D, T) -> (B, T, h*D) by reshape, without the transpose",
+        [("return self.o(out.transpose(1, 2).reshape(B, T, h * D))", "return self.o(out.reshape(B, T, h * D))")],
+    ),
+    Mutant(
+        "vocab_parallel_cross_entropy",
+        "every_rank_adds_the_target_logit",
+        "no ownership mask: every rank contributes its (clamped) guess of the target logit to the sum",
+        [("target_logit = torch.where(owned, picked, torch.zeros_like(picked))", "target_logit = picked")],
+    ),
+    Mutant(
+        "vocab_parallel_cross_entropy",
+        "max_summed",
+        "all-reduces the row max with SUM: the shift differs between ranks' view of the global max",
+        [("dist.all_reduce(row_max, op=dist.ReduceOp.MAX, group=group)", "dist.all_reduce(row_max, group=group)")],
+    ),
+    Mutant(
+        "vocab_parallel_cross_entropy",
+        "local_sum_of_exp",
+        "forgets to all-reduce the sum of exponentials: each rank's softmax over its own block",
+        [("dist.all_reduce(sum_exp, op=dist.ReduceOp.SUM, group=group)", "pass")],
+    ),
+    Mutant(
+        "vocab_parallel_cross_entropy",
+        "one_hot_on_every_rank",
+        "subtracts the one-hot in the backward on every rank, not only on the owner of the target id",
+        [("grad[rows, local_target] -= owned.to(grad.dtype)", "grad[rows, local_target] -= 1")],
+    ),
+]
