@@ -142,11 +142,15 @@ def _to_cpu(value):
 
 def _format(error: BaseException, places: list) -> str:
     """The traceback, with the notebook cell and line where cloudpickle left only `<dynamic-code>`."""
+    walked = list(traceback.walk_tb(error.__traceback__.tb_next))[-8:]
     frames = traceback.extract_tb(error.__traceback__.tb_next)[-8:]
-    for i, frame in enumerate(frames):
+    for i, (frame, (live, _)) in enumerate(zip(frames, walked, strict=True)):
         if frame.filename != "<dynamic-code>":
             continue
-        found = [f for name, first, last, f in places if name == frame.name and first <= frame.lineno <= last]
+        first_line = live.f_code.co_firstlineno  # two cells may define a `forward` over overlapping lines
+        found = [f for name, first, last, f in places if name == frame.name and first == first_line]
+        if len(set(found)) != 1:
+            found = [f for name, first, last, f in places if name == frame.name and first <= frame.lineno <= last]
         if len(set(found)) == 1:
             line = linecache.getline(found[0], frame.lineno).strip()
             frames[i] = traceback.FrameSummary(found[0], frame.lineno, frame.name, line=line)
