@@ -1,0 +1,224 @@
+"""Realistic wrong versions of the p05.tiny_llm_from_scratch solutions; every one must be rejected by a check."""
+
+from llm_algo.mutation import Mutant
+
+MUTANTS = [
+    Mutant(
+        "prepare_corpus",
+        "tokenizer_sees_validation",
+        "learns the merges on the whole text, validation documents included",
+        [
+            (
+                "BPETokenizer(train_bpe(END_OF_TEXT.join(train_documents), num_merges))",
+                "BPETokenizer(train_bpe(text, num_merges))",
+            )
+        ],
+    ),
+    Mutant(
+        "prepare_corpus",
+        "no_end_of_text",
+        "concatenates the documents without the END_OF_TEXT id between them",
+        [("ids.append(end_id)  # the model learns where a story ends", "pass")],
+    ),
+    Mutant(
+        "prepare_corpus",
+        "validation_from_the_front",
+        "holds out the first documents instead of the last",
+        [
+            (
+                "documents[:-val_documents], documents[-val_documents:]",
+                "documents[val_documents:], documents[:val_documents]",
+            )
+        ],
+    ),
+    Mutant(
+        "prepare_corpus",
+        "int64_streams",
+        "stores the streams as int64 (4 times the memory of uint16)",
+        [("torch.tensor(ids, dtype=torch.uint16)", "torch.tensor(ids, dtype=torch.int64)")],
+    ),
+    Mutant(
+        "train_step",
+        "no_zero_grad",
+        "never clears the gradients: every step uses the sum of all past gradients",
+        [("optimizer.zero_grad(set_to_none=True)", "pass")],
+    ),
+    Mutant(
+        "train_step",
+        "scheduler_first",
+        "steps the scheduler before the optimizer: the schedule is shifted by one",
+        [
+            (
+                "optimizer.step()                                                          # at this step's lr\n"
+                "    scheduler.step()",
+                "scheduler.step()\n    optimizer.step()",
+            )
+        ],
+    ),
+    Mutant(
+        "train_step",
+        "clip_after_step",
+        "clips the gradients after the optimizer used them",
+        [
+            (
+                "grad_norm = clip_grad_norm(model.parameters(), max_grad_norm)             # the norm before clipping\n"
+                "    optimizer.step()",
+                "optimizer.step()\n    grad_norm = clip_grad_norm(model.parameters(), max_grad_norm)",
+            )
+        ],
+    ),
+    Mutant(
+        "train_step",
+        "norm_after_clipping",
+        "reports the gradient norm after clipping, which hides a divergence",
+        [("return loss.item(), float(grad_norm)", "return loss.item(), min(float(grad_norm), max_grad_norm)")],
+    ),
+    Mutant(
+        "train_step",
+        "no_clipping",
+        "forgets to clip and reports the norm computed by hand",
+        [
+            (
+                "grad_norm = clip_grad_norm(model.parameters(), max_grad_norm)",
+                "grad_norm = torch.stack([p.grad.norm() for p in model.parameters() if p.grad is not None]).norm()",
+            )
+        ],
+    ),
+    Mutant(
+        "evaluate",
+        "mean_of_batch_means",
+        "averages the per-batch means, over-weighing a smaller last batch",
+        [
+            (
+                'targets[start : start + batch_size].flatten(),\n                                 reduction="sum").item()',
+                "targets[start : start + batch_size].flatten()).item() / math.ceil(k / batch_size)",
+            ),
+            ("return total / (k * T)", "return total"),
+        ],
+    ),
+    Mutant(
+        "evaluate",
+        "targets_not_shifted",
+        "uses the inputs as their own targets",
+        [("tokens[1 : k * T + 1].to(device=device", "tokens[: k * T].to(device=device")],
+    ),
+    Mutant(
+        "evaluate",
+        "left_in_eval_mode",
+        "switches to eval mode and never restores the caller's mode",
+        [("model.train(was_training)", "pass")],
+    ),
+    Mutant(
+        "evaluate",
+        "last_batch_dropped",
+        "skips the last, incomplete batch of windows",
+        [
+            ("for start in range(0, k, batch_size):", "for start in range(0, k - batch_size + 1, batch_size):"),
+            ("return total / (k * T)", "return total / (k // batch_size * batch_size * T)"),
+        ],
+    ),
+    Mutant(
+        "TrainingRun",
+        "generator_per_call",
+        "creates the sampler's generator in train(): every resume replays the first batches",
+        [
+            (
+                "config, losses = self.config, []",
+                "config, losses = self.config, []\n"
+                "        self.generator = torch.Generator().manual_seed(config.seed + 1)",
+            )
+        ],
+    ),
+    Mutant(
+        "TrainingRun",
+        "step_not_restored",
+        "loads the checkpoint but starts the resumed run at step 0",
+        [("run.step = load_checkpoint(", "load_checkpoint(")],
+    ),
+    Mutant(
+        "TrainingRun",
+        "checkpoint_before_counting",
+        "writes the checkpoint before counting the step just done",
+        [
+            (
+                "self.step += 1                                          # the number of steps done\n"
+                "            if checkpoint_every and self.step % checkpoint_every == 0:",
+                "if checkpoint_every and self.step % checkpoint_every == 0:",
+            ),
+            (
+                "generator=self.generator, step=self.step)\n",
+                "generator=self.generator, step=self.step)\n            self.step += 1\n",
+            ),
+        ],
+    ),
+    Mutant(
+        "TrainingRun",
+        "decay_everything",
+        "applies weight decay to every parameter, norm gains included",
+        [
+            (
+                "AdamW(weight_decay_param_groups(self.model, config.weight_decay), lr=config.peak_lr,",
+                "AdamW(self.model.parameters(), weight_decay=config.weight_decay, lr=config.peak_lr,",
+            )
+        ],
+    ),
+    Mutant(
+        "TrainingRun",
+        "schedule_ends_early",
+        "passes the decay's length where the schedule wants its absolute end step",
+        [("decay_end=config.steps)", "decay_end=config.steps - config.warmup_steps)")],
+    ),
+    Mutant(
+        "TrainingRun",
+        "unseeded",
+        "builds the model without seeding: every run starts from other weights",
+        [("torch.manual_seed(config.seed)", "pass  # no seed")],
+    ),
+    Mutant(
+        "distinct_ngram_ratio",
+        "tensor_ngrams",
+        "builds n-grams from 0-d tensors, which hash by identity",
+        [("ids = [int(token) for token in sequence]", "ids = list(sequence)")],
+    ),
+    Mutant(
+        "distinct_ngram_ratio",
+        "across_sequences",
+        "concatenates the sequences, counting n-grams across their boundaries",
+        [
+            (
+                "ngrams = []\n    for sequence in sequences:\n        ids = [int(token) for token in sequence]",
+                "ngrams = []\n    for sequence in [[int(t) for s in sequences for t in s]]:\n        ids = sequence",
+            )
+        ],
+    ),
+    Mutant(
+        "distinct_ngram_ratio",
+        "last_ngram_dropped",
+        "stops one n-gram early in every sequence",
+        [("for i in range(len(ids) - n + 1))", "for i in range(len(ids) - n))")],
+    ),
+    Mutant(
+        "generate",
+        "no_temperature",
+        "forgets the temperature processor",
+        [("[Temperature(temperature)] + ([TopK(top_k)] if top_k else [])", "([TopK(top_k)] if top_k else [])")],
+    ),
+    Mutant(
+        "generate",
+        "steps_without_cache",
+        "feeds each new token without the caches: the model sees one token",
+        [("logits = model(next_token[:, None], caches=caches)[:, -1]", "logits = model(next_token[:, None])[:, -1]")],
+    ),
+    Mutant(
+        "generate",
+        "global_rng",
+        "does not pass the generator: a seed no longer reproduces a sample",
+        [("processors, generator=generator,", "processors, generator=None,")],
+    ),
+    Mutant(
+        "generate",
+        "prefill_first_column",
+        "takes the prefill logits of the first position instead of the last",
+        [("logits = model(input_ids, caches=caches)[:, -1]", "logits = model(input_ids, caches=caches)[:, 0]")],
+    ),
+]
