@@ -1,4 +1,4 @@
-"""The command line: lint, run, progress, doctor, bench, build, mutate."""
+"""The command line: lint, run, progress, doctor, bench, build, mutate, site."""
 
 from __future__ import annotations
 
@@ -55,6 +55,15 @@ def run_mark(report, *, solutions: bool) -> str:
 
 
 def cmd_progress(args: argparse.Namespace) -> int:
+    if args.plot:
+        from .progress_plot import NoResults, save_progress_plot
+
+        try:
+            print(f"wrote {save_progress_plot(args.out)}")
+        except NoResults as exc:
+            print(exc)
+            return 1
+        return 0
     from .progress import load_results, part_summary, render_table, results_path
 
     results = load_results()
@@ -164,9 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--all", action="store_true", help="every lesson notebook")
     run.add_argument("--jobs", type=int, default=1, help="how many notebooks run at once, each in its own kernel")
     run.set_defaults(func=cmd_run)
-    commands.add_parser("progress", help="your per-part progress, from the last pytest runs").set_defaults(
-        func=cmd_progress
-    )
+    progress = commands.add_parser("progress", help="your per-part progress, from the last pytest runs")
+    progress.add_argument("--plot", action="store_true", help="draw it per part and per lesson as a figure (PNG)")
+    progress.add_argument("--out", type=Path, help="where --plot writes the figure (default .llm_algo/progress.png)")
+    progress.set_defaults(func=cmd_progress)
     commands.add_parser("doctor", help="what this machine can run").set_defaults(func=cmd_doctor)
     bench = commands.add_parser("bench", help="time a kernel lesson's reference solution (or yours) against PyTorch")
     bench.add_argument("lesson", help="lesson id, e.g. p03.softmax")

@@ -9,14 +9,25 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "llm_algo"
 
 LAYERS = [  # lowest first; a name is a top-level module or subpackage of llm_algo
-    {"paths", "settings", "outcome", "notebook", "progress", "device", "state_files", "module_files", "check_index"},
+    {
+        "paths",
+        "settings",
+        "outcome",
+        "notebook",
+        "progress",
+        "device",
+        "state_files",
+        "module_files",
+        "check_index",
+        "messages",
+    },
     {"check"},
     {"references", "distributed"},
     {"mutation"},
     {"grading"},
     {"session", "session_report"},
     {"worker"},
-    {"pytest_plugin", "headless", "bench", "doctor", "authoring", "__main__", "__init__"},
+    {"pytest_plugin", "headless", "bench", "doctor", "authoring", "progress_plot", "site", "__main__", "__init__"},
 ]
 FRONT_ENDS_IN_MUTATION = {"generate", "run", "report"}  # `mutate`'s own modules: a front end living in mutation/
 
