@@ -64,11 +64,12 @@ def cmd_progress(args: argparse.Namespace) -> int:
             print(exc)
             return 1
         return 0
+    from .messages import t
     from .progress import load_results, part_summary, render_table, results_path
 
     results = load_results()
     if not results:
-        print(f"No results yet ({results_path()} is missing): run `pytest` to grade your notebooks.")
+        print(t("no results", path=results_path()))
     print(render_table(part_summary(results)))
     return 0
 

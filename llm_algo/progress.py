@@ -10,6 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from .messages import t
 from .notebook import Lesson, NotebookError, read_lesson
 from .outcome import Outcome, exercise_outcomes, exercise_status
 from .paths import lesson_notebooks, state_dir
@@ -84,16 +85,17 @@ def _english_title(lesson: Lesson) -> str:
     return str(title.get("en", lesson.id) if isinstance(title, dict) else title or lesson.id)
 
 
-def render_table(summary: dict[str, dict[str, int]], title: str = "Progress (exercises)") -> str:
-    table = Table(title=title)
+def render_table(summary: dict[str, dict[str, int]], title: str | None = None) -> str:
+    """The per-part table, its headings in the learner's language (llm_algo.messages)."""
+    table = Table(title=t("Progress (exercises)") if title is None else title)
     for column in ("part", "lessons", "exercises", *STATUSES):
-        table.add_column(column, justify="left" if column == "part" else "right")
+        table.add_column(t(column), justify="left" if column == "part" else "right")
     totals = dict.fromkeys(("lessons", "exercises", *STATUSES), 0)
     for part, row in sorted(summary.items()):
         table.add_row(part, *(str(row[c]) for c in totals))
         for column in totals:
             totals[column] += row[column]
-    table.add_row("total", *(str(v) for v in totals.values()), style="bold")
+    table.add_row(t("total"), *(str(v) for v in totals.values()), style="bold")
     buffer = io.StringIO()
     Console(file=buffer, width=110, force_terminal=False, color_system=None).print(table)
     return buffer.getvalue()

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from .messages import t
 from .outcome import Outcome
 from .paths import state_dir
 from .progress import STATUSES, lesson_summary, load_results, part_summary, results_path
@@ -43,9 +44,7 @@ def plot_progress(results: dict | None = None, *, root: Path | None = None) -> F
     status. `results` defaults to the results file; raises NoResults when nothing was graded yet."""
     results = load_results() if results is None else results
     if not results:
-        raise NoResults(
-            f"No results yet ({results_path()} is missing or empty): run `pytest` to grade your notebooks, then plot."
-        )
+        raise NoResults(t("no results", path=results_path()))
     lessons = lesson_summary(results, root)
     parts = part_summary(results, root)
     part_rows = sorted(parts)

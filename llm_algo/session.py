@@ -22,6 +22,7 @@ from .grading import cache as lesson_cache
 from .grading.cache import find_lesson
 from .grading.execute import LoadedLesson, current_mode
 from .grading.run import check_exercise
+from .messages import t
 from .notebook import Lesson, NotebookError
 from .outcome import Outcome, exercise_status
 from .session_report import DEFER_CHECKS_ENV, CheckReport, show
@@ -111,11 +112,7 @@ def _not_defined_yet(lesson: Lesson, exercise: str, namespace: dict) -> str | No
         return None
     in_cell = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
     if names and in_cell.issuperset(names) and not any(name in namespace for name in names):  # not a rename
-        listed = ", ".join(f"`{n}`" for n in names)
-        return (
-            f"nothing named {listed} is defined in this kernel yet: run the setup cell and the exercise cell for "
-            f"{exercise!r} first (after a kernel restart, run the cells above this one again)"
-        )
+        return t("run the exercise cell first", names=", ".join(f"`{n}`" for n in names), exercise=exercise)
     return None
 
 
@@ -146,11 +143,7 @@ def _defined_by_solution(lesson: Lesson, exercise: str, namespace: dict) -> str 
             continue
         cell = "".join(linecache.getlines(code.co_filename)).strip()
         if cell and cell == solution:
-            return (
-                f"`{name}` is the reference solution's: the solution cell after STOP defined it last (did you use "
-                f"Run All?). Run your own exercise cell for {exercise!r} again, then this check cell; nothing was "
-                "graded."
-            )
+            return t("defined by the solution cell", name=name, exercise=exercise)
     return None
 
 
