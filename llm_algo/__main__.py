@@ -160,6 +160,13 @@ def cmd_mutate(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_site(args: argparse.Namespace) -> int:
+    from .site.build import build_site
+
+    build_site(args.out)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m llm_algo", description="LLM Algo Lab: lessons, grading and tools")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -204,6 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     mutate.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     mutate.add_argument("--check-timeout", help="seconds a check may run (default: the grader's setting)")
     mutate.set_defaults(func=cmd_mutate)
+    site = commands.add_parser("site", help="build the course website (static HTML) from the notebooks")
+    site.add_argument("--out", type=Path, help="the folder to write (default site/, ignored by git)")
+    site.set_defaults(func=cmd_site)
     args = parser.parse_args(argv)
     return args.func(args)
 
