@@ -110,6 +110,35 @@ MESSAGES: dict[str, dict[str, str]] = {
         "zh": "`{name}` 来自参考答案：STOP 之后的答案单元最后定义了它（是否使用了 Run All？）。"
         "请重新运行你自己的练习 {exercise!r} 单元，再运行本检查单元；本次未评分。",
     },
+    # What `use()` took from an earlier lesson, and why (llm_algo.session).
+    "using": {
+        "en": "{name}: using {source} from {notebook}{saved} — {reason}",
+        "zh": "{name}：使用{source}，来自 {notebook}{saved} — {reason}",
+    },
+    "yours": {"en": "yours", "zh": "你的实现"},
+    "reference": {"en": "reference", "zh": "参考实现"},
+    " as saved at {time}": {"en": " as saved at {time}", "zh": "（保存于 {time}）"},
+    "grading the reference solutions": {"en": "grading the reference solutions", "zh": "正在为参考答案评分"},
+    "your notebook does not run": {
+        "en": "your notebook does not run ({error})",
+        "zh": "你的 notebook 无法运行（{error}）",
+    },
+    "all checks pass": {
+        "en": "all {passed} checks of exercise {exercise!r} pass",
+        "zh": "练习 {exercise!r} 的全部 {passed} 项检查通过",
+    },
+    "yours fails": {
+        "en": "yours fails ({passed}/{total} checks pass)",
+        "zh": "你的实现未通过（{passed}/{total} 项检查通过）",
+    },
+    "yours is not attempted": {
+        "en": "yours is not attempted ({passed}/{total} checks pass)",
+        "zh": "你的实现尚未作答（{passed}/{total} 项检查通过）",
+    },
+    "yours needs a GPU": {
+        "en": "yours needs a GPU to be graded ({passed}/{total} checks pass)",
+        "zh": "你的实现需要 GPU 才能评分（{passed}/{total} 项检查通过）",
+    },
 }
 
 

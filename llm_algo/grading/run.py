@@ -17,7 +17,7 @@ from .. import device as device_policy
 from ..check.api import Checks, CheckSpec, Exercise
 from ..check.failure import CheckFailed
 from ..check.restrictions import Enforcement
-from ..messages import t
+from ..messages import MESSAGES, t
 from ..notebook import Lesson, NotebookError, notebook_location, source_location
 from ..outcome import CheckResult, Outcome
 from .diagnose import blame_upstream, diagnosis, matching_mistakes, upstream
@@ -28,6 +28,12 @@ from .interpreted import checked_kernels
 def timed_out(what: str, seconds: float) -> str:
     """The TimeoutError's message, and so the failed check's summary (check_exercise looks for it there)."""
     return t("time limit", what=what, seconds=f"{seconds:g}")
+
+
+def ran_past_time_limit(summary: str) -> bool:
+    """Whether a failed check's summary is a time limit's, in any language (`mutate` counts those apart)."""
+    words = (text.split("{what}")[1].split("{seconds}")[0].strip() for text in MESSAGES["time limit"].values())
+    return "TimeoutError" in summary and any(word in summary for word in words)
 
 
 @contextlib.contextmanager

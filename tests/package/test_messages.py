@@ -57,6 +57,9 @@ def test_every_message_the_package_asks_for_is_in_the_table() -> None:
                 asked.add(node.args[0].value)
     assert asked <= set(MESSAGES), sorted(asked - set(MESSAGES))
     assert {o.label for o in Outcome} <= set(MESSAGES)
+    from llm_algo.session import WHY_NOT_YOURS
+
+    assert set(WHY_NOT_YOURS.values()) <= set(MESSAGES)
 
 
 def test_english_is_what_it_always_was(english: None) -> None:
@@ -110,7 +113,7 @@ def test_chinese_under_the_language_setting(chinese: None) -> None:
 
 
 def test_the_graders_fixed_messages_follow_the_language(chinese: None) -> None:
-    from llm_algo.grading.run import time_limit
+    from llm_algo.grading.run import ran_past_time_limit, time_limit, timed_out
 
     with (
         pytest.raises(TimeoutError, match=r"^check 'loop' 运行超过 0.2 秒（死循环？）$"),
@@ -119,6 +122,7 @@ def test_the_graders_fixed_messages_follow_the_language(chinese: None) -> None:
         while True:
             time.sleep(0.01)
     assert t("not run after a gate", name="'bounds'") == "未运行：安全检查 'bounds' 先失败了；请先修好它，再看其他检查"
+    assert ran_past_time_limit("raised TimeoutError: " + timed_out("check 'loop'", 60))  # `mutate` still tells
 
 
 def test_an_unknown_language_warns_and_stays_english(monkeypatch: pytest.MonkeyPatch) -> None:
