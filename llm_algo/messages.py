@@ -92,6 +92,10 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "still raises NotImplementedError{where}",
         "zh": "仍然抛出 NotImplementedError{where}",
     },
+    "not attempted in pytest": {
+        "en": "not attempted: {where} still raises NotImplementedError; fill in the exercise cell",
+        "zh": "未作答：{where} 仍然抛出 NotImplementedError；请完成练习单元",
+    },
     " at {where}": {"en": " at {where}", "zh": "（位置：{where}）"},
     "the exercise cell raises NotImplementedError": {
         "en": "the exercise cell raises NotImplementedError",

@@ -314,7 +314,7 @@ class GradedItem(pytest.Item):
             _expect_not_attempted(where, result)
             return
         if result.outcome is Outcome.NOT_ATTEMPTED:
-            raise NotAttempted(f"not attempted: {where} still raises NotImplementedError; fill in the exercise cell")
+            raise NotAttempted(t("not attempted in pytest", where=where))
         if result.outcome in (Outcome.SKIPPED, Outcome.NEEDS_GPU, Outcome.NOT_RUN):
             pytest.skip(f"{where}: {result.summary}")
         if result.outcome is Outcome.FAILED:

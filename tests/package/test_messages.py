@@ -4,10 +4,13 @@ LLM_ALGO_LANG=zh, and English exactly as it was."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 import time
 
 import pytest
 from test_layers import PACKAGE
+from tiny_lab import Lab
 
 from llm_algo.messages import LANGUAGE, LANGUAGES, MESSAGES, fields_of, language, t
 from llm_algo.outcome import CheckResult, Outcome, render, symbol
@@ -131,3 +134,26 @@ def test_an_unknown_language_warns_and_stays_english(monkeypatch: pytest.MonkeyP
         assert t("passed") == "passed"
     monkeypatch.setenv(LANGUAGE.env, "zh_CN.UTF-8")
     assert t("passed") == "通过"
+
+
+def test_pytest_speaks_chinese_end_to_end(lab: Lab) -> None:
+    """The setting reaches the grading processes: a learner's `pytest` run, in Chinese."""
+    lab.add_lesson("p02.tiny", "02_Tiny.ipynb")  # untouched
+    lab.add_lesson("p02.wrong", "03_Wrong.ipynb", exercise_source="def add_one(x):\n    return x - 1\n")
+
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-rs"],
+        cwd=lab.root,
+        env=lab.env() | {LANGUAGE.env: "zh"},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output
+    assert '未作答：02_Tiny.ipynb, exercise "add_one" 仍然抛出 NotImplementedError' in output
+    assert "检查 adds_one_to_two" in output and "：未通过" in output  # the failure's headline
+    assert "add_one(2) is wrong" in output  # the lesson's own message stays English
+    for heading in ("你的进度（保存在 .llm_algo/results.json）", "部分", "未作答", "合计"):
+        assert heading in output
