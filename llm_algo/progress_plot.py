@@ -31,6 +31,16 @@ BAR_HEIGHT_INCHES = 0.22  # per bar, so that 80 lessons stay readable
 TITLE_CHARACTERS = 32  # of a lesson's title beside its id: longer ones squeeze the bars
 
 
+class ProgressFigure(Figure):
+    """A figure that shows itself as an image in a notebook, also where pyplot (and so the inline backend) was never
+    imported: IPython would otherwise print `<Figure size ...>`."""
+
+    def _repr_png_(self) -> bytes:
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png", dpi=100)
+        return buffer.getvalue()
+
+
 class NoResults(ValueError):
     """Nothing has been graded yet: there is nothing to draw."""
 
@@ -39,7 +49,7 @@ def default_path() -> Path:
     return state_dir() / "progress.png"
 
 
-def plot_progress(results: dict | None = None, *, root: Path | None = None) -> Figure:
+def plot_progress(results: dict | None = None, *, root: Path | None = None) -> ProgressFigure:
     """A figure with one stacked bar per part (top) and per lesson (below): how many of its exercises are in each
     status. `results` defaults to the results file; raises NoResults when nothing was graded yet."""
     results = load_results() if results is None else results
@@ -48,7 +58,9 @@ def plot_progress(results: dict | None = None, *, root: Path | None = None) -> F
     lessons = lesson_summary(results, root)
     parts = part_summary(results, root)
     part_rows = sorted(parts)
-    figure = Figure(figsize=(9, BAR_HEIGHT_INCHES * (len(part_rows) + len(lessons)) + 2.5), layout="constrained")
+    figure = ProgressFigure(
+        figsize=(9, BAR_HEIGHT_INCHES * (len(part_rows) + len(lessons)) + 2.5), layout="constrained"
+    )
     part_axes, lesson_axes = figure.subplots(
         2, 1, height_ratios=[max(len(part_rows), 1) + 1.5, max(len(lessons), 1) + 1]
     )

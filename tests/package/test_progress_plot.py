@@ -48,6 +48,7 @@ def test_the_bars_count_exercises_per_status(lab: Lab) -> None:
         "p02.wrong  Tiny": {**zero, "failed": 1},
     }
     assert figure.get_suptitle() == "Your progress: 1 of 3 exercises passed"
+    assert figure._repr_png_().startswith(b"\x89PNG")  # a notebook shows it as an image, pyplot imported or not
 
 
 def test_the_command_writes_the_figure(lab: Lab) -> None:
