@@ -1,4 +1,4 @@
-"""The command line: lint, run, progress, doctor, bench, build, mutate."""
+"""The command line: lint, run, progress, doctor, bench, build, mutate, site."""
 
 from __future__ import annotations
 
@@ -55,11 +55,21 @@ def run_mark(report, *, solutions: bool) -> str:
 
 
 def cmd_progress(args: argparse.Namespace) -> int:
+    if args.plot:
+        from .progress_plot import NoResults, save_progress_plot
+
+        try:
+            print(f"wrote {save_progress_plot(args.out)}")
+        except NoResults as exc:
+            print(exc)
+            return 1
+        return 0
+    from .messages import t
     from .progress import load_results, part_summary, render_table, results_path
 
     results = load_results()
     if not results:
-        print(f"No results yet ({results_path()} is missing): run `pytest` to grade your notebooks.")
+        print(t("no results", path=results_path()))
     print(render_table(part_summary(results)))
     return 0
 
@@ -164,6 +174,13 @@ def cmd_update(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_site(args: argparse.Namespace) -> int:
+    from .site.build import build_site
+
+    build_site(args.out)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m llm_algo", description="LLM Algo Lab: lessons, grading and tools")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -178,9 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--all", action="store_true", help="every lesson notebook")
     run.add_argument("--jobs", type=int, default=1, help="how many notebooks run at once, each in its own kernel")
     run.set_defaults(func=cmd_run)
-    commands.add_parser("progress", help="your per-part progress, from the last pytest runs").set_defaults(
-        func=cmd_progress
-    )
+    progress = commands.add_parser("progress", help="your per-part progress, from the last pytest runs")
+    progress.add_argument("--plot", action="store_true", help="draw it per part and per lesson as a figure (PNG)")
+    progress.add_argument("--out", type=Path, help="where --plot writes the figure (default .llm_algo/progress.png)")
+    progress.set_defaults(func=cmd_progress)
     commands.add_parser("doctor", help="what this machine can run").set_defaults(func=cmd_doctor)
     update = commands.add_parser(
         "update", help="take the course's new version (git pull) and keep every exercise cell you wrote"
@@ -212,6 +230,9 @@ def main(argv: list[str] | None = None) -> int:
     mutate.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     mutate.add_argument("--check-timeout", help="seconds a check may run (default: the grader's setting)")
     mutate.set_defaults(func=cmd_mutate)
+    site = commands.add_parser("site", help="build the course website (static HTML) from the notebooks")
+    site.add_argument("--out", type=Path, help="the folder to write (default site/, ignored by git)")
+    site.set_defaults(func=cmd_site)
     args = parser.parse_args(argv)
     return args.func(args)
 

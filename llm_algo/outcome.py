@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 
+from .messages import t
 from .notebook import Mode
 
 
@@ -25,7 +26,13 @@ class Outcome(StrEnum):
 
     @property
     def label(self) -> str:
+        """The English name: what summaries key their counts by (and the message id of `shown`)."""
         return LABELS[self]
+
+    @property
+    def shown(self) -> str:
+        """The name in the learner's language (llm_algo.messages)."""
+        return t(self.label)
 
 
 LABELS = {
@@ -36,14 +43,21 @@ LABELS = {
     Outcome.NOT_RUN: "not run",
     Outcome.SKIPPED: "skipped",
 }
-SYMBOLS = {
-    Outcome.PASSED: "✅ passed",
-    Outcome.FAILED: "❌ failed",
-    Outcome.NOT_ATTEMPTED: "⏳ not attempted",
-    Outcome.NEEDS_GPU: "🖥 needs a GPU",
-    Outcome.NOT_RUN: "⏸ not run",
-    Outcome.SKIPPED: "⏭ skipped",
+ICONS = {
+    Outcome.PASSED: "✅",
+    Outcome.FAILED: "❌",
+    Outcome.NOT_ATTEMPTED: "⏳",
+    Outcome.NEEDS_GPU: "🖥",
+    Outcome.NOT_RUN: "⏸",
+    Outcome.SKIPPED: "⏭",
 }
+
+
+def symbol(outcome: Outcome) -> str:
+    """`✅ passed`: the icon and the name in the learner's language."""
+    return f"{ICONS[outcome]} {outcome.shown}"
+
+
 MUTANT_PREFIX = "mutant"
 
 
@@ -154,7 +168,10 @@ def render(result: CheckResult, *, where: str = "", indent: str = "  ") -> str:
     if unit.mutant:
         return f"{head}{result.description}\n{indent}{result.summary}"
     ran_on = f" [{result.path}]" if result.path else ""
-    lines = [f"{head}check {unit.name} ({result.description}){ran_on}: {result.outcome.label}"]
+    headline = t(
+        "check headline", name=unit.name, description=result.description, ran_on=ran_on, outcome=result.outcome.shown
+    )
+    lines = [f"{head}{headline}"]
     if result.outcome is Outcome.PASSED:
         return lines[0]
     if result.summary:
@@ -162,5 +179,5 @@ def render(result: CheckResult, *, where: str = "", indent: str = "  ") -> str:
     for field, label in DETAIL_LABELS:
         value = getattr(result, field)
         if value:
-            lines.append(f"{indent}{label + ':':<16}{value}")
+            lines.append(f"{indent}{t(label) + ':':<16}{value}")
     return "\n".join(lines)

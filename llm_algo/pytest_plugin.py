@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from .check_index import declared_checks
+from .messages import t
 from .mutation.mutants import load_mutants
 from .notebook import NotebookError, read_lesson
 from .outcome import CheckResult, Outcome, Unit, render
@@ -313,7 +314,7 @@ class GradedItem(pytest.Item):
             _expect_not_attempted(where, result)
             return
         if result.outcome is Outcome.NOT_ATTEMPTED:
-            raise NotAttempted(f"not attempted: {where} still raises NotImplementedError; fill in the exercise cell")
+            raise NotAttempted(t("not attempted in pytest", where=where))
         if result.outcome in (Outcome.SKIPPED, Outcome.NEEDS_GPU, Outcome.NOT_RUN):
             pytest.skip(f"{where}: {result.summary}")
         if result.outcome is Outcome.FAILED:
@@ -399,7 +400,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     mode = grading_mode(config)
     if mode == "learner":
         save_results(outcomes)
-        title = "Your progress (saved in .llm_algo/results.json)"
+        title = t("Your progress")
         summary = part_summary(load_results())
     else:
         title = {

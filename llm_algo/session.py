@@ -22,6 +22,7 @@ from .grading import cache as lesson_cache
 from .grading.cache import find_lesson
 from .grading.execute import LoadedLesson, current_mode
 from .grading.run import check_exercise
+from .messages import t
 from .notebook import Lesson, NotebookError
 from .outcome import Outcome, exercise_status
 from .session_report import DEFER_CHECKS_ENV, CheckReport, show
@@ -72,12 +73,12 @@ class LessonSession:
         earlier notebook runs quietly, once per process and content (see llm_algo.grading.cache); one line per name
         says which version was taken."""
         lesson = find_lesson(lesson_id)
-        learner, why_not_yours = None, "grading the reference solutions"
+        learner, why_not_yours = None, t("grading the reference solutions")
         if current_mode() != "solution":
             try:
                 learner = lesson_cache.namespace(lesson, "learner")
             except Exception as exc:  # a broken earlier notebook must not break this lesson: take the reference
-                why_not_yours = f"your notebook does not run ({type(exc).__name__}: {exc})"
+                why_not_yours = t("your notebook does not run", error=f"{type(exc).__name__}: {exc}")
         values = []
         for name in names:
             exercise = defining_exercise(lesson, name)
@@ -89,8 +90,8 @@ class LessonSession:
                     values.append(learner.namespace[name])
             if source == "reference":
                 values.append(lesson_cache.namespace(lesson, "solution").namespace[name])
-            saved = f" as saved at {_saved_at(lesson.path)}" if learner is not None else ""
-            print(f"{name}: using {source} from {lesson.path.name}{saved} — {reason}")
+            saved = t(" as saved at {time}", time=_saved_at(lesson.path)) if learner is not None else ""
+            print(t("using", name=name, source=t(source), notebook=lesson.path.name, saved=saved, reason=reason))
         return values[0] if len(values) == 1 else tuple(values)
 
 
@@ -111,11 +112,7 @@ def _not_defined_yet(lesson: Lesson, exercise: str, namespace: dict) -> str | No
         return None
     in_cell = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
     if names and in_cell.issuperset(names) and not any(name in namespace for name in names):  # not a rename
-        listed = ", ".join(f"`{n}`" for n in names)
-        return (
-            f"nothing named {listed} is defined in this kernel yet: run the setup cell and the exercise cell for "
-            f"{exercise!r} first (after a kernel restart, run the cells above this one again)"
-        )
+        return t("run the exercise cell first", names=", ".join(f"`{n}`" for n in names), exercise=exercise)
     return None
 
 
@@ -146,11 +143,7 @@ def _defined_by_solution(lesson: Lesson, exercise: str, namespace: dict) -> str 
             continue
         cell = "".join(linecache.getlines(code.co_filename)).strip()
         if cell and cell == solution:
-            return (
-                f"`{name}` is the reference solution's: the solution cell after STOP defined it last (did you use "
-                f"Run All?). Run your own exercise cell for {exercise!r} again, then this check cell; nothing was "
-                "graded."
-            )
+            return t("defined by the solution cell", name=name, exercise=exercise)
     return None
 
 
@@ -170,19 +163,19 @@ def _yours_passes(lesson: Lesson, exercise: str, learner: LoadedLesson) -> tuple
     is not passed."""
     if exercise in lesson.untouched_exercises() and not lesson_cache.grade_untouched():
         count = len(lesson_cache.registry(lesson.id).for_exercise(exercise))
-        return False, f"yours is not attempted (0/{count} checks pass)"
+        return False, t(WHY_NOT_YOURS[Outcome.NOT_ATTEMPTED], passed=0, total=count)
     results = lesson_cache.learner_verdict(lesson, exercise, learner)
     passed = sum(r.outcome is Outcome.PASSED for r in results)
     status = exercise_status(r.outcome for r in results)
     if status is Outcome.PASSED:
-        return True, f"all {passed} checks of exercise {exercise!r} pass"
-    return False, f"yours {WHY_NOT_YOURS[status]} ({passed}/{len(results)} checks pass)"
+        return True, t("all checks pass", passed=passed, exercise=exercise)
+    return False, t(WHY_NOT_YOURS[status], passed=passed, total=len(results))
 
 
-WHY_NOT_YOURS = {
-    Outcome.FAILED: "fails",
-    Outcome.NOT_ATTEMPTED: "is not attempted",
-    Outcome.NEEDS_GPU: "needs a GPU to be graded",
+WHY_NOT_YOURS = {  # message ids (llm_algo.messages)
+    Outcome.FAILED: "yours fails",
+    Outcome.NOT_ATTEMPTED: "yours is not attempted",
+    Outcome.NEEDS_GPU: "yours needs a GPU",
 }
 
 

@@ -7,14 +7,14 @@ import html
 import textwrap
 from dataclasses import dataclass
 
-from .outcome import SYMBOLS, CheckResult, Outcome, exercise_status, render
+from .messages import t
+from .outcome import ICONS, CheckResult, Outcome, exercise_status, render, symbol
 
 CHECK_MIME = "application/vnd.llm-algo.check+json"  # read back by the headless runner
 # Set in a kernel's environment by the headless runner when the self-check grades the checks (`pytest
 # --self-check`): check cells then show "graded by the self-check" instead of running the checks a second time.
 DEFER_CHECKS_ENV = "LLM_ALGO_DEFER_CHECKS"
 DEFERRED = "deferred"
-DEFERRED_SYMBOL = "⏭ graded by the self-check"
 
 
 @dataclass(frozen=True)
@@ -40,33 +40,34 @@ class CheckReport:
 
     def headline(self) -> str:
         if self.status == DEFERRED:
-            return f"{self.exercise}: {DEFERRED_SYMBOL}"
+            return f"{self.exercise}: {ICONS[Outcome.SKIPPED]} {t('graded by the self-check')}"
         if self.not_graded:
-            return f"{self.exercise}: {SYMBOLS[Outcome.NOT_RUN]} (nothing was graded)"
+            return f"{self.exercise}: {symbol(Outcome.NOT_RUN)} ({t('nothing was graded')})"
         passed = sum(r.outcome is Outcome.PASSED for r in self.results)
-        return f"{self.exercise}: {SYMBOLS[Outcome(self.status)]} ({passed}/{len(self.results)} checks passed)"
+        counts = t("checks passed", passed=passed, total=len(self.results))
+        return f"{self.exercise}: {symbol(Outcome(self.status))} ({counts})"
 
     def _rows(self) -> list[tuple[str, ...]]:
         return [
-            (r.description, SYMBOLS[r.outcome], r.path, r.input, r.expected, r.got, r.summary, r.hint)
+            (r.description, symbol(r.outcome), r.path, r.input, r.expected, r.got, r.summary, r.hint)
             for r in self.results
         ]
 
     def __repr__(self) -> str:
-        lines = [self.headline()] + ([f"  error: {self.error}"] if self.error else [])
+        lines = [self.headline()] + ([f"  {t('error')}: {self.error}"] if self.error else [])
         lines += [textwrap.indent(render(r), "  ") for r in self.results]
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
         header = "".join(
-            f"<th>{h}</th>"
+            f"<th>{t(h)}</th>"
             for h in ("check", "result", "ran on", "input", "expected", "got", "mismatch", "likely mistake")
         )
         body = "".join(
             "<tr>" + "".join(f"<td style='text-align:left'>{html.escape(v)}</td>" for v in row) + "</tr>"
             for row in self._rows()
         )
-        error = f"<p><b>error:</b> {html.escape(self.error)}</p>" if self.error else ""
+        error = f"<p><b>{t('error')}:</b> {html.escape(self.error)}</p>" if self.error else ""
         return f"<p><b>{html.escape(self.headline())}</b></p>{error}<table><tr>{header}</tr>{body}</table>"
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict:

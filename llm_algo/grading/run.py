@@ -17,13 +17,23 @@ from .. import device as device_policy
 from ..check.api import Checks, CheckSpec, Exercise
 from ..check.failure import CheckFailed, NotAttempted
 from ..check.restrictions import Enforcement
+from ..messages import MESSAGES, t
 from ..notebook import Lesson, NotebookError, notebook_location, source_location
 from ..outcome import CheckResult, Outcome
 from .diagnose import blame_upstream, diagnosis, matching_mistakes, upstream
 from .execute import LoadedLesson
 from .interpreted import checked_kernels
 
-TIMED_OUT = "took longer than"  # in the TimeoutError's message, and so in the failed check's summary
+
+def timed_out(what: str, seconds: float) -> str:
+    """The TimeoutError's message, and so the failed check's summary (check_exercise looks for it there)."""
+    return t("time limit", what=what, seconds=f"{seconds:g}")
+
+
+def ran_past_time_limit(summary: str) -> bool:
+    """Whether a failed check's summary is a time limit's, in any language (`mutate` counts those apart)."""
+    words = (text.split("{what}")[1].split("{seconds}")[0].strip() for text in MESSAGES["time limit"].values())
+    return "TimeoutError" in summary and any(word in summary for word in words)
 
 
 @contextlib.contextmanager
@@ -31,7 +41,7 @@ def time_limit(seconds: float, what: str) -> Iterator[None]:
     """Interrupt Python code (an infinite loop) after `seconds` with a TimeoutError that says what ran."""
 
     def on_alarm(signum, frame):
-        raise TimeoutError(f"{what} {TIMED_OUT} {seconds:g} s (an infinite loop?)")
+        raise TimeoutError(timed_out(what, seconds))
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
     signal.setitimer(signal.ITIMER_REAL, seconds)
@@ -95,7 +105,7 @@ def _not_attempted(exc: BaseException, common: dict) -> CheckResult:
     where = notebook_location(exc)
     return CheckResult(
         outcome=Outcome.NOT_ATTEMPTED,
-        summary=f"still raises NotImplementedError{' at ' + where if where else ''}",
+        summary=t("still raises NotImplementedError", where=t(" at {where}", where=where) if where else ""),
         **common,
     )
 
@@ -105,13 +115,9 @@ def run_check(spec: CheckSpec, namespace: dict, lesson_name: str, *, triton: boo
     path = execution_path(triton)
     common = {"key": spec.key, "description": spec.description, "path": path}
     if spec.requires_cuda and not device_policy.policy().has_cuda:
-        return CheckResult(outcome=Outcome.NEEDS_GPU, summary="needs a CUDA GPU; this machine has none", **common)
+        return CheckResult(outcome=Outcome.NEEDS_GPU, summary=t("needs CUDA"), **common)
     if spec.requires_compiled and device_policy.policy().triton_path != "compiled":
-        return CheckResult(
-            outcome=Outcome.NEEDS_GPU,
-            summary="needs Triton compiled on a GPU of compute capability 8.0+; here kernels run in the interpreter",
-            **common,
-        )
+        return CheckResult(outcome=Outcome.NEEDS_GPU, summary=t("needs compiled Triton"), **common)
     seed_everything(seed_for(spec))
     start = time.perf_counter()
     with (
@@ -167,7 +173,11 @@ def _failed(spec: CheckSpec, exc: BaseException, common: dict, start: float) -> 
 def result_for_broken_exercise(spec: CheckSpec, loaded: LoadedLesson, path: str) -> CheckResult | None:
     if spec.exercise in loaded.not_attempted:
         return CheckResult(
-            spec.key, Outcome.NOT_ATTEMPTED, spec.description, "the exercise cell raises NotImplementedError", path=path
+            spec.key,
+            Outcome.NOT_ATTEMPTED,
+            spec.description,
+            t("the exercise cell raises NotImplementedError"),
+            path=path,
         )
     if spec.exercise in loaded.broken:
         return CheckResult(spec.key, Outcome.FAILED, spec.description, loaded.broken[spec.exercise], path=path)
@@ -215,20 +225,21 @@ def check_exercise(
         if result is None and spec.exercise in stopped:
             result = CheckResult(spec.key, Outcome.NOT_RUN, spec.description, stopped[spec.exercise], path=path)
         if result is None:
-            limit = time_limit(timeout, f"check {spec.name!r}") if timeout else contextlib.nullcontext()
+            what = f"check {spec.name!r}"
+            limit = time_limit(timeout, what) if timeout else contextlib.nullcontext()
             with limit:
                 result = run_check(spec, loaded.namespace, lesson.name, triton=registry.triton)
-            if result.outcome is Outcome.FAILED and f"TimeoutError: check {spec.name!r} {TIMED_OUT}" in result.summary:
-                stopped[spec.exercise] = (
-                    f"not run: check {spec.name!r} ran past its time limit (an infinite loop?); fix that one first"
-                )
+            if (
+                timeout
+                and result.outcome is Outcome.FAILED
+                and f"TimeoutError: {timed_out(what, timeout)}" in result.summary
+            ):
+                stopped[spec.exercise] = t("not run after a time-out", name=repr(spec.name))
             elif result.outcome is Outcome.FAILED:
                 if diagnose:
                     result = _diagnosed(spec, result, loaded, lesson, registry, candidates, statuses)
                 if spec.gate:
-                    stopped[spec.exercise] = (
-                        f"not run: the safety check {spec.name!r} failed first; fix that one before the others"
-                    )
+                    stopped[spec.exercise] = t("not run after a gate", name=repr(spec.name))
         results.append(result)
         if result.outcome is Outcome.FAILED or spec.exercise not in statuses:
             statuses[spec.exercise] = result.outcome

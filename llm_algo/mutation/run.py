@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..check.api import CheckSpec, load_checks
 from ..grading.execute import MODE_ENV, load_namespace
-from ..grading.run import check_exercise, time_limit
+from ..grading.run import check_exercise, ran_past_time_limit, time_limit
 from ..notebook import NotebookError, read_lesson
 from .generate import AutoMutant, generate
 
@@ -115,8 +115,8 @@ def _grade_one(mutant: AutoMutant, lesson, registry, specs: list[CheckSpec], lim
             if not spec.gate:  # try this check first on the next mutant
                 specs.remove(spec)
                 specs.insert(sum(s.gate for s in specs), spec)
-            timed_out = "TimeoutError" in result.summary and "took longer than" in result.summary
-            return Verdict(mutant.id, "timeout" if timed_out else "killed", by=result.key, summary=result.summary)
+            verdict = "timeout" if ran_past_time_limit(result.summary) else "killed"
+            return Verdict(mutant.id, verdict, by=result.key, summary=result.summary)
     return Verdict(mutant.id, "survived")
 
 

@@ -723,13 +723,17 @@ def rank_training(FSDPUnit, x, y, compute_dtype, optimizer, steps):
 
 def rank_fully_shard(x, y, compute_dtype, optimizer, steps):
     """The same run with torch's FSDP2: a unit per child, the root too, bf16/fp16 params and fp32 reduction."""
+    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    # the world's own device: on a machine with a GPU, fully_shard's default mesh would move a CPU model to cuda:0
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
 
     model = build_model()
     policy = MixedPrecisionPolicy(param_dtype=compute_dtype, reduce_dtype=torch.float32)
     for child in model:
-        fully_shard(child, mp_policy=policy)
-    fully_shard(model, mp_policy=policy)
+        fully_shard(child, mp_policy=policy, mesh=mesh)
+    fully_shard(model, mp_policy=policy, mesh=mesh)
     opt = make_optimizer(optimizer, model.parameters())
     losses = []
     for _ in range(steps):

@@ -20,6 +20,7 @@ LAYERS = [  # lowest first; a name is a top-level module or subpackage of llm_al
         "module_files",
         "check_index",
         "colab",
+        "messages",
     },
     {"check"},
     {"references", "distributed", "cuda"},
@@ -27,7 +28,18 @@ LAYERS = [  # lowest first; a name is a top-level module or subpackage of llm_al
     {"grading"},
     {"session", "session_report"},
     {"worker"},
-    {"pytest_plugin", "headless", "bench", "doctor", "authoring", "update", "__main__", "__init__"},
+    {
+        "pytest_plugin",
+        "headless",
+        "bench",
+        "doctor",
+        "authoring",
+        "update",
+        "progress_plot",
+        "site",
+        "__main__",
+        "__init__",
+    },
 ]
 FRONT_ENDS_IN_MUTATION = {"generate", "run", "report"}  # `mutate`'s own modules: a front end living in mutation/
 
