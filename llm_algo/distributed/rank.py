@@ -95,7 +95,9 @@ class Forbid:
     def __enter__(self) -> Forbid:
         for dotted in self.names:
             owner, attr = _resolve(dotted)
-            original = getattr(owner, attr)
+            original = getattr(owner, attr, None)
+            if original is None:  # not in this torch version (collectives were renamed in 2.13): nothing to forbid
+                continue
             self._patched.append((owner, attr, original))
             setattr(owner, attr, self._guard(dotted, original))
         return self
