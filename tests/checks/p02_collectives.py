@@ -370,10 +370,15 @@ def reduce_scatter_case(fn, out_shape, dtype, ranks, values=integers):
 
 @checks("ring_reduce_scatter")
 def sums_like_reduce_scatter_single(ex):
-    """integer-valued float32, float64, int64 (exact sums), output (1,), (3,), (2, 3): dist.reduce_scatter_single"""
-    for out_shape, dtype in (((3,), torch.float32), ((1,), torch.int64), ((2, 3), torch.float64)):
-        out, _, _, label = reduce_scatter_case(ex.ring_reduce_scatter, out_shape, dtype, None)
-        for r in range(P):
+    """integer-valued float32, float64, int64 (exact), output (1,), (3,), (2, 3), a group of one: reduce_scatter_single"""
+    for out_shape, dtype, ranks in (
+        ((3,), torch.float32, None),
+        ((1,), torch.int64, None),
+        ((2, 3), torch.float64, None),
+        ((4,), torch.float32, [2]),  # a group of one rank: nothing to send, output = input
+    ):
+        out, _, _, label = reduce_scatter_case(ex.ring_reduce_scatter, out_shape, dtype, ranks)
+        for r in members_of(ranks):
             expect_equal(out[r][0], out[r][1], input=f"{label}, rank {r}", hint=HINT_RS)
 
 
