@@ -1,0 +1,144 @@
+"""Realistic wrong versions of the p02.expert_parallel solutions; every one must be rejected by a check."""
+
+from llm_algo.mutation import Mutant
+
+MUTANTS = [
+    # exchange_counts
+    Mutant(
+        "exchange_counts",
+        "no_exchange",
+        "returns its own counts as if they were what it receives (the counts are never exchanged)",
+        [("return received.view(size, -1)", "return tokens_per_expert.view(size, -1)")],
+    ),
+    Mutant(
+        "exchange_counts",
+        "expert_major_view",
+        "views the received counts as (E_local, p) and transposes: rows no longer match source ranks",
+        [("return received.view(size, -1)", "return received.view(-1, size).T")],
+    ),
+    Mutant(
+        "exchange_counts",
+        "counts_as_int32",
+        "casts the counts to int32 before sending (large counts wrap; the dtype contract breaks)",
+        [
+            ("received = torch.empty_like(tokens_per_expert)", "received = torch.empty_like(tokens_per_expert.int())"),
+            ("tokens_per_expert.contiguous()", "tokens_per_expert.int()"),
+        ],
+    ),
+    Mutant(
+        "exchange_counts",
+        "assumes_contiguous_counts",
+        "sends the counts as they come: a strided view (a column of a bigger tensor) is not contiguous",
+        [("tokens_per_expert.contiguous()", "tokens_per_expert")],
+    ),
+    # all_to_all
+    Mutant(
+        "all_to_all",
+        "backward_same_splits",
+        "sends the gradient back with the forward's split sizes instead of swapping them",
+        [
+            (
+                "grad_in = grad_out.new_empty((sum(ctx.input_splits)",
+                "grad_in = grad_out.new_empty((sum(ctx.output_splits)",
+            ),
+            (
+                "grad_in, grad_out.contiguous(), ctx.input_splits, ctx.output_splits, group=ctx.group",
+                "grad_in, grad_out.contiguous(), ctx.output_splits, ctx.input_splits, group=ctx.group",
+            ),
+        ],
+    ),
+    Mutant(
+        "all_to_all",
+        "no_backward_communication",
+        "the backward keeps the gradient on the rank that computed it (rows cut to the input's length)",
+        [
+            (
+                """    grad_in = grad_out.new_empty((sum(ctx.input_splits), *grad_out.shape[1:]))  # (N_in, ...)
+        dist.all_to_all_single(
+            grad_in, grad_out.contiguous(), ctx.input_splits, ctx.output_splits, group=ctx.group
+        )""",
+                """    grad_in = torch.zeros((sum(ctx.input_splits), *grad_out.shape[1:]), dtype=grad_out.dtype)
+        rows = min(grad_in.shape[0], grad_out.shape[0])
+        grad_in[:rows] = grad_out[:rows]""",
+            )
+        ],
+    ),
+    Mutant(
+        "all_to_all",
+        "backward_assumes_contiguous_grad",
+        "sends grad_out as it comes: the gradient of y.sum() is an expanded, non-contiguous tensor",
+        [("grad_in, grad_out.contiguous(), ctx.input_splits", "grad_in, grad_out, ctx.input_splits")],
+    ),
+    Mutant(
+        "all_to_all",
+        "splits_swapped_in_forward",
+        "passes input_splits where output_splits belong (the argument order of all_to_all_single)",
+        [
+            (
+                "dist.all_to_all_single(out, x.contiguous(), output_splits, input_splits, group=group)",
+                "dist.all_to_all_single(out, x.contiguous(), input_splits, output_splits, group=group)",
+            )
+        ],
+    ),
+    Mutant(
+        "all_to_all",
+        "no_validation",
+        "does not check that input_splits sums to the rows of x",
+        [("or sum(input_splits) != x.shape[0]:", ":")],
+    ),
+    # ep_moe_layer
+    Mutant(
+        "ep_moe_layer",
+        "gates_in_token_order",
+        "multiplies the sorted results by the gates in the original (token, choice) order",
+        [("gates.reshape(-1)[order]", "gates.reshape(-1)")],
+    ),
+    Mutant(
+        "ep_moe_layer",
+        "local_experts_grouped_by_expert_first",
+        "labels the received rows expert-major (repeat_interleave then repeat): rows run through the wrong expert",
+        [
+            (
+                "torch.arange(E_local, device=x.device).repeat(size).repeat_interleave(received.reshape(-1))",
+                "torch.arange(E_local, device=x.device).repeat_interleave(size).repeat_interleave(received.T.reshape(-1))",
+            )
+        ],
+    ),
+    Mutant(
+        "ep_moe_layer",
+        "equal_splits_assumed",
+        "assumes every rank sends and receives the same number of rows (no use of the exchanged counts)",
+        [
+            ("recv_splits = received.sum(dim=1).tolist()", "recv_splits = send_splits"),
+        ],
+    ),
+    Mutant(
+        "ep_moe_layer",
+        "combine_with_dispatch_splits",
+        "combines with the dispatch's split sizes instead of swapping them",
+        [
+            (
+                "all_to_all(expert_out, send_splits, recv_splits, group)",
+                "all_to_all(expert_out, recv_splits, send_splits, group)",
+            )
+        ],
+    ),
+    Mutant(
+        "ep_moe_layer",
+        "gates_detached",
+        "detaches the gates: the forward pass is exact, the router gets no gradient",
+        [("gates.reshape(-1)[order].unsqueeze(1)", "gates.detach().reshape(-1)[order].unsqueeze(1)")],
+    ),
+    Mutant(
+        "ep_moe_layer",
+        "gates_not_cast",
+        "multiplies by the float32 gates without casting them to x's dtype (bf16 results become float32)",
+        [(".unsqueeze(1).to(x.dtype)", ".unsqueeze(1)")],
+    ),
+    Mutant(
+        "ep_moe_layer",
+        "choice_index_as_token_index",
+        "uses the sorted row index itself as the token index (forgets // top_k)",
+        [("token_of = order // top_k", "token_of = order")],
+    ),
+]
