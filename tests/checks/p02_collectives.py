@@ -12,6 +12,7 @@ import torch.distributed as dist
 
 from llm_algo.check import CheckFailed, Checks, describe, expect, expect_close
 from llm_algo.distributed import expect_ranks_ok, expect_ranks_refuse, run_ranks, world
+from llm_algo.distributed.collectives import all_gather_single, reduce_scatter_single
 
 checks = Checks("p02.collectives")
 
@@ -114,7 +115,7 @@ def rank_reduce_scatter(learner, ranks, data, garbage):
     inp, mine, reference = data.clone(), garbage.clone(), garbage.clone()
     with Traffic() as traffic:
         learner(mine, inp, group)
-    dist.reduce_scatter_single(reference.view(-1), data.clone().view(-1), group=group)
+    reduce_scatter_single(reference.view(-1), data.clone().view(-1), group=group)
     return mine, reference, traffic.events, inp
 
 
@@ -125,7 +126,7 @@ def rank_all_gather(learner, ranks, data, garbage):
     inp, mine, reference = data.clone(), garbage.clone(), garbage.clone()
     with Traffic() as traffic:
         learner(mine, inp, group)
-    dist.all_gather_single(reference.view(-1), data.clone().view(-1), group=group)
+    all_gather_single(reference.view(-1), data.clone().view(-1), group=group)
     return mine, reference, traffic.events, inp
 
 

@@ -14,6 +14,7 @@ import torch.distributed as dist
 
 from llm_algo.check import Checks, expect, expect_close
 from llm_algo.distributed import expect_ranks_ok, expect_ranks_refuse, run_ranks
+from llm_algo.distributed.collectives import all_gather_single
 from llm_algo.references.moe import moe_loop_spec, random_experts
 
 checks = Checks("p02.expert_parallel")
@@ -71,7 +72,7 @@ def rank_exchange(learner, ranks, counts):
     original = counts.clone()  # contiguous; `counts` itself goes to the learner as it came (maybe a strided view)
     mine = learner(counts, group)
     everyone = torch.empty(size * original.numel(), dtype=original.dtype)
-    dist.all_gather_single(everyone, original, group=group)
+    all_gather_single(everyone, original, group=group)
     local = original.numel() // size
     return mine, everyone.view(size, -1)[:, rank * local : (rank + 1) * local]
 

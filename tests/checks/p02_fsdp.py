@@ -16,6 +16,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from llm_algo.check import Checks, describe, expect, expect_close, expect_value_error, one_thread
 from llm_algo.distributed import expect_ranks_ok, expect_ranks_refuse, run_ranks, world
+from llm_algo.distributed.collectives import all_gather_single, reduce_scatter_single
 
 checks = Checks("p02.fsdp")
 
@@ -54,8 +55,8 @@ def _first_steps():
     with CommLedger():
         F.gelu(layer(torch.randn(2, 4))).sum().backward()
         full = torch.empty(4 * dist.get_world_size())
-        (getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor)(full, torch.ones(4))
-        (getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor)(torch.empty(4), full)
+        all_gather_single(full, torch.ones(4))
+        reduce_scatter_single(torch.empty(4), full)
         dist.all_reduce(full)
 
 
