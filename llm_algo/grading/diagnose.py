@@ -14,7 +14,8 @@ import io
 import re
 import threading
 import time
-from contextlib import nullcontext, redirect_stdout
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext, redirect_stdout
 
 from ..check.api import Checks, CheckSpec
 from ..mutation.mutants import Mutant, StaleMutant, load_mutants
@@ -71,12 +72,12 @@ def matching_mistakes(
     lesson: Lesson,
     registry: Checks,
     *,
+    run: Callable[[CheckSpec, dict], CheckResult],
+    limit: Callable[[float], AbstractContextManager],
     among: list[Mutant] | None = None,
     budget_s: float = BUDGET_S,
 ) -> list[Mutant]:
     """The exercise's mutants (or those `among` them) whose result on this check is the learner's failure, exactly."""
-    from .run import run_check, time_limit  # (run imports this module)
-
     found, start = [], time.monotonic()
     candidates = among if among is not None else [m for m in load_mutants(lesson.id) if m.exercise == spec.exercise]
     for mutant in candidates:
@@ -86,12 +87,10 @@ def matching_mistakes(
         if loaded is None or spec.exercise in loaded.broken:
             continue
         left = budget_s - (time.monotonic() - start)
-        limit = (
-            time_limit(left, "diagnosis") if threading.current_thread() is threading.main_thread() else nullcontext()
-        )
+        bound = limit(left) if threading.current_thread() is threading.main_thread() else nullcontext()
         try:
-            with limit:
-                result = run_check(spec, loaded.namespace, lesson.name, triton=registry.triton)
+            with bound:
+                result = run(spec, loaded.namespace)
         except TimeoutError:
             break
         if result.outcome is Outcome.FAILED and same_failure(result, failed):

@@ -19,7 +19,8 @@ from .run import check_exercise, lost_exercise_cells, time_limit
 
 
 def mutant_verdict(mutant: Mutant, results: list[CheckResult]) -> CheckResult:
-    """A mutant *passes* (is rejected) when some check failed on it."""
+    """A mutant *passes* (is rejected) when some check failed on it; it *needs a GPU* when no check could run here
+    (every check of its exercise needs CUDA); otherwise it survived."""
     rejected = [r for r in results if r.outcome is Outcome.FAILED]
     description = f"mutant {mutant.name}: {mutant.mistake}"
     key = mutant.key
@@ -29,6 +30,10 @@ def mutant_verdict(mutant: Mutant, results: list[CheckResult]) -> CheckResult:
             key, Outcome.PASSED, description, f"rejected by {first.key}: {first.summary}", path=first.path
         )
     ran = [r for r in results if r.outcome is Outcome.PASSED]
+    if not ran and any(r.outcome is Outcome.NEEDS_GPU for r in results):  # a CUDA C++ exercise on a CPU
+        return CheckResult(
+            key, Outcome.NEEDS_GPU, description, "not graded here: every check of this exercise needs a CUDA GPU"
+        )
     return CheckResult(
         key,
         Outcome.FAILED,

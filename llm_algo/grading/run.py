@@ -272,6 +272,14 @@ def _diagnosed(
         return replace(result, hint=blame_upstream(failing))
     if candidates.get(spec.exercise) == []:
         return result  # no mutant reproduced an earlier failure of this exercise: stop looking
-    found = matching_mistakes(spec, result, lesson, registry, among=candidates.get(spec.exercise))
+    found = matching_mistakes(
+        spec,
+        result,
+        lesson,
+        registry,
+        run=lambda check, namespace: run_check(check, namespace, lesson.name, triton=registry.triton),
+        limit=lambda seconds: time_limit(seconds, "diagnosis"),
+        among=candidates.get(spec.exercise),
+    )
     candidates[spec.exercise] = found  # later failures narrow the suspects
     return replace(result, hint=diagnosis(found)) if found else result
