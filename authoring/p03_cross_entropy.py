@@ -103,8 +103,14 @@ def build() -> LessonBuilder:
         logits of $3 \times 10^4$ that spacing is $0.002$, so every probability would be off by 0.2%. $x - M$ is
         exact (two nearby floats), so compute $p = e^{x - M} / S$, and the loss as $(M - x_t) + \log S$.
 
-        **The picture of one row in memory.** The row starts at `logits_ptr + i * row_stride` (int64: $8192 \times
-        128256 > 2^{30}$, and one more doubling of the batch passes $2^{31}$). Chunk $c$ covers columns
+        **The picture of one row in memory.** The row starts at `logits_ptr + i * row_stride`, and that product is
+        computed in the type of `i`. `tl.program_id` is int32, so the offset wraps once the largest element offset,
+        $(N - 1) \cdot V + (V - 1) = NV - 1$ for contiguous logits, reaches $2^{31}$: at $V = 128256$ that happens
+        from $N = \lceil 2^{31} / 128256 \rceil = 16744$ rows on. The issue's `8192 × 128256` batch
+        ($1.05 \times 10^9$ elements, just under $2^{30}$) is safe, and so is twice that ($2.10 \times 10^9 < 2^{31}
+        \approx 2.15 \times 10^9$); a third 8192-token sequence, or Gemma's 256000-entry vocabulary from 8389 rows on,
+        would silently read another row's memory. One `.to(tl.int64)` on the row index costs nothing and removes the
+        limit. Chunk $c$ covers columns
         $[cB, cB + B)$; the last chunk is partial, and its mask `col < n_cols` protects both the loads (`other=-inf`,
         the identity of the max and of the exponential sum) and the stores. The target logit is one scalar load at
         `row + t`. Pass 2 reads each chunk and writes the same addresses: in place is safe because every element is
@@ -230,7 +236,12 @@ def build() -> LessonBuilder:
         receives $\partial \text{out} / \partial L$ (`grad_output`, a scalar here: 1 for `loss.backward()`, the
         loss weight or the gradient-accumulation factor otherwise) and returns one gradient per input. Here the forward
         runs your kernel, which leaves $\partial L / \partial x$ in the logits' memory; the forward saves that tensor, and
-        the backward only applies the chain rule: `grad_output * saved`.
+        the backward only applies the chain rule: `grad_output * saved`. Write it **in place**
+        (`saved.mul_(grad_output)`) and return that same tensor: `grad_output * saved` would allocate a fresh `(N, V)`
+        tensor, 2 GiB at the issue's size, in the one step this whole lesson exists to keep small. A check hooks the
+        gradient that reaches the logits and compares its storage (`untyped_storage().data_ptr()`) with the buffer's.
+        The price: the saved tensor changes, so a second backward through the same graph (`retain_graph=True`) is
+        refused by autograd's version counter instead of silently scaling twice.
 
         Overwriting an input inside `forward` is safe here because the op that produced the logits,
         `hidden @ W.T`, saves its *inputs* (hidden states and weight) for its own backward, never its output. It is
@@ -254,10 +265,12 @@ def build() -> LessonBuilder:
 
             @staticmethod
             def backward(ctx, grad_output):
-                # TODO: the chain rule: scale the saved gradient by grad_output; no gradient for targets or ignore_index
+                # TODO: the chain rule: scale the saved gradient by grad_output IN PLACE (nothing new of size (N, V))
+                #       and return it; no gradient for targets or ignore_index
                 ### BEGIN SOLUTION
                 (grad_logits,) = ctx.saved_tensors
-                return grad_logits * grad_output.to(grad_logits.dtype), None, None
+                grad_logits.mul_(grad_output)  # in place: still nothing new of size (N, V)
+                return grad_logits, None, None
                 ### END SOLUTION
 
 
@@ -347,9 +360,10 @@ def build() -> LessonBuilder:
         kernel can avoid even that by computing $n$ on the device and reading it from a pointer. `max(n_valid, 1)` keeps
         the kernel from dividing by zero in an all-ignored batch, where it never uses it anyway.
 
-        **`FusedCrossEntropy`.** The forward saves the tensor that now holds the gradient; the backward multiplies by
-        `grad_output` (which is 1 after a plain `loss.backward()`: Liger-Kernel skips the multiply in that case to save
-        one more pass over the tensor, at the price of a comparison on the host).
+        **`FusedCrossEntropy`.** The forward saves the tensor that now holds the gradient; the backward multiplies it by
+        `grad_output` in place (`mul_`) and returns the same storage. `grad_output` is 1 after a plain
+        `loss.backward()`: Liger-Kernel skips the multiply in that case to save one more pass over the tensor, at the
+        price of a comparison on the host.
 
         **The mistakes the checks catch** (mutants in `tests/mutants/p03_cross_entropy.py`):
         - *No rescale of the running sum* when the max grows: right only when the first chunk holds the row max.
@@ -365,6 +379,7 @@ def build() -> LessonBuilder:
         - *No division by $n$*, or *dividing by all rows instead of the valid ones*.
         - *Forgetting `grad_output`* in the backward (a loss scaled by 0.5 gets the full gradient), or *saving a copy of
           the logits* made before the kernel ran, so the backward returns logits.
+        - *`return saved * grad_output`*: right numbers, but a new `(N, V)` tensor at the peak of the step.
 
         **Production.** Liger-Kernel's `LigerCrossEntropyLoss` is this kernel plus label smoothing, z-loss, soft-capping
         and `reduction` options, with the same per-chunk online log-sum-exp and blocks of up to 32768 elements with

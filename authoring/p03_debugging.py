@@ -72,6 +72,8 @@ def build() -> LessonBuilder:
         | `tl.device_assert` | ignored (Triton 3.9's interpreter has no debug mode) | compiled in only with `TRITON_DEBUG=1` |
         | `tl.static_print`, `tl.static_assert` | run in every program of every launch (no compile step) | run once, at compile time |
         | bfloat16, `tl.dot` precision | no bf16; `tl.dot` in exact fp32 | bf16; fp32 `tl.dot` uses TF32 unless `input_precision="ieee"` |
+        | `tl.dot` shapes | any size (an `8 × 8 × 8` product runs) | K ≥ 16 for 16-bit inputs (Triton 3.9; older releases: M, N, K ≥ 16), or a compile error |
+        | a global read in a kernel | any Python global works | only `tl.constexpr` globals; a plain global is a compile error |
 
         So: debug the logic in the interpreter, then test on the GPU under **compute-sanitizer**
         (`compute-sanitizer --tool memcheck python script.py` reports every out-of-bounds access of a compiled Triton

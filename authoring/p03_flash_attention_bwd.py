@@ -130,6 +130,11 @@ def build() -> LessonBuilder:
         by their strides, multiply in float32, sum over the head dim, store into `delta`, a contiguous `(B, H, S_q)`
         float32 tensor. Keep the kernel's signature. The wrapper `attention_delta(out, dout)` checks shapes, allocates,
         launches (`BLOCK_M = 64`, or 16 on the interpreter).
+
+        As in the forward, cast the batch and head indices and the sequence strides to int64 before they multiply
+        anything, in all three kernels: one batch item of 64 heads with $d = 128$ already holds more than $2^{31}$
+        elements from 262145 tokens on, and an int32 product past $2^{31}$ wraps to another head's memory without an
+        error (`p03.flash_attention_fwd`, section 4).
     """)
     lesson.exercise(
         "attention_delta",
@@ -147,13 +152,15 @@ def build() -> LessonBuilder:
             HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
         ):
             """delta[b, h, m] = sum_c out[b, h, m, c] * dout[b, h, m, c], in float32, for BLOCK_M rows."""
-            # TODO: program ids -> rows offs_m, batch and head; pointers by stride (batch offset in int64)
+            # TODO: program ids -> rows offs_m, batch and head; pointers by stride (batch, head and the row strides
+            #       in int64 before any product, as in p03.flash_attention_fwd)
             # TODO: masked loads (rows < seq_len_q), product in float32, sum over the head dim, masked store
             ### BEGIN SOLUTION
             offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)               # (BLOCK_M,)
             batch_head = tl.program_id(1)
             batch = (batch_head // num_heads).to(tl.int64)
-            head = batch_head % num_heads
+            head = (batch_head % num_heads).to(tl.int64)
+            stride_om, stride_dom = tl.cast(stride_om, tl.int64), tl.cast(stride_dom, tl.int64)
             offs_d = tl.arange(0, HEAD_DIM)
             rows = offs_m < seq_len_q
             o = tl.load(out_ptr + batch * stride_ob + head * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :],
@@ -203,7 +210,8 @@ def build() -> LessonBuilder:
         past $S_q$; the causal condition is *key index* $\le$ *query index*. Keep both kernels' signatures. The wrapper
         `flash_attention_bwd(q, k, v, out, lse, dout, causal=False, sm_scale=None)` checks its inputs, computes `delta`
         with your `attention_delta`, allocates `dq`, `dk`, `dv` like `q`, `k`, `v`, and launches: on a GPU
-        `BLOCK_M, BLOCK_N = 64, 128` with 8 warps and 3 stages for dK/dV, `128, 64` for dQ (measured best on an H200);
+        `BLOCK_M, BLOCK_N = 64, 128` with 8 warps and 3 stages for dK/dV (the fastest of the four dK/dV tiles in the
+        sweep of section 6) and `128, 64` for dQ (the forward's tile: dQ was insensitive to its tile in that sweep);
         16 x 16 on the interpreter.
     """)
     lesson.exercise(
@@ -226,7 +234,8 @@ def build() -> LessonBuilder:
             HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr,
         ):
             """dK, dV for BLOCK_N keys of one (batch, kv_head), summed over the query heads of its group."""
-            # TODO: program ids -> key block, batch, kv head; load k and v (masked keys); dk, dv = 0 in float32
+            # TODO: program ids -> key block, batch, kv head (batch, head and row strides in int64 before products);
+            #       load k and v (masked keys); dk, dv = 0 in float32
             # TODO: for each query head of the group, for each query block (causal: from the diagonal on):
             #       load q, dout (masked rows), lse (other=inf) and delta; P^T = exp2(k q^T * scale*log2e - lse*log2e)
             #       causal: zero P^T where key > query; dv += P^T dout; dP^T = v dout^T; dS^T = P^T (dP^T - delta)
@@ -236,7 +245,10 @@ def build() -> LessonBuilder:
             start_n = tl.program_id(0) * BLOCK_N
             batch_kv_head = tl.program_id(1)
             batch = (batch_kv_head // num_kv_heads).to(tl.int64)
-            kv_head = batch_kv_head % num_kv_heads
+            kv_head = (batch_kv_head % num_kv_heads).to(tl.int64)                   # int64: head * stride_*h
+            stride_qm, stride_dom = tl.cast(stride_qm, tl.int64), tl.cast(stride_dom, tl.int64)  # and rows * stride
+            stride_kn, stride_vn = tl.cast(stride_kn, tl.int64), tl.cast(stride_vn, tl.int64)
+            stride_dkn, stride_dvn = tl.cast(stride_dkn, tl.int64), tl.cast(stride_dvn, tl.int64)
             group_size = num_heads // num_kv_heads
             offs_n = start_n + tl.arange(0, BLOCK_N)
             offs_m0 = tl.arange(0, BLOCK_M)
@@ -292,7 +304,8 @@ def build() -> LessonBuilder:
             HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr,
         ):
             """dQ for BLOCK_M query rows of one (batch, head)."""
-            # TODO: program ids -> query block, batch, head, kv head; load q, dout, lse (other=inf), delta; dq = 0
+            # TODO: program ids -> query block, batch, head, kv head (int64 before products with strides);
+            #       load q, dout, lse (other=inf), delta; dq = 0
             # TODO: for each key block (causal: up to the diagonal): load k, v; P = exp2(q k^T * scale*log2e - lse*log2e)
             #       zero P on keys >= seq_len_k and (causal) keys after the query; dP = dout v^T; dS = P (dP - delta)
             #       dq += dS k
@@ -301,8 +314,11 @@ def build() -> LessonBuilder:
             start_m = tl.program_id(0) * BLOCK_M
             batch_head = tl.program_id(1)
             batch = (batch_head // num_heads).to(tl.int64)
-            head = batch_head % num_heads
+            head = (batch_head % num_heads).to(tl.int64)                              # int64: head * stride_*h
             kv_head = head // (num_heads // num_kv_heads)
+            stride_qm, stride_dom = tl.cast(stride_qm, tl.int64), tl.cast(stride_dom, tl.int64)  # and rows * stride
+            stride_kn, stride_vn = tl.cast(stride_kn, tl.int64), tl.cast(stride_vn, tl.int64)
+            stride_dqm = tl.cast(stride_dqm, tl.int64)
             offs_m = start_m + tl.arange(0, BLOCK_M)
             offs_n0 = tl.arange(0, BLOCK_N)
             offs_d = tl.arange(0, HEAD_DIM)
@@ -471,7 +487,8 @@ def build() -> LessonBuilder:
         Forward + backward together: 404 and 358 TFLOP/s for ours, 258 and 100 for plain PyTorch attention under
         `torch.compile`, 75 and 26 eager. Our kernels actually execute seven matmuls for the five counted (the dQ
         kernel recomputes $S$ and $dP$), so the tensor cores are busier than the number says — the price of writing
-        every gradient exactly once, without atomics. The block shape of the dK/dV kernel decides the speed: `BLOCK_M,
+        every gradient exactly once, without atomics. The block shape of the dK/dV kernel decides the speed. In a
+        separate sweep (another run: compare its numbers with each other, not with the 388 above) `BLOCK_M,
         BLOCK_N = 64, 128` with 8 warps reached 384 TFLOP/s for the whole backward, 64 x 64 with 4 warps 332, 32 x 128
         with 4 warps 189, and 64 x 128 with only 4 warps 146 (two float32 accumulators of 128 x 128 spill out of the
         registers of 128 threads). The dQ kernel was insensitive (359-386 TFLOP/s over the configurations tried).

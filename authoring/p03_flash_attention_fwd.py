@@ -41,7 +41,7 @@ def build() -> LessonBuilder:
         - **形状/公式**：$Q \in \mathbb{R}^{S_q\times d}$，$K, V \in \mathbb{R}^{S_k\times d}$，$O = \operatorname{softmax}(QK^\top/\sqrt d)\,V$；同时输出 $\text{LSE}_i = \log\sum_j e^{s_{ij}}$（自然对数）供反向使用。
         - **online softmax**：最大值从 $m$ 增大到 $m'$ 时，运行和 $\ell$ **与输出累加器**都乘以 $e^{m-m'}$；用 `exp2` 时把 $\log_2 e / \sqrt d$ 并入缩放。
         - **实现**：每个 program 负责一个（query 块，batch·head）；causal 时完全位于对角线上方的 key 块直接跳过，只对对角线块加 mask（key $\le$ query，token 能看到自己），起点要向下取整到 `BLOCK_N`；GQA 中 query head $h$ 对应 KV head $h // (H_q/H_{kv})$。
-        - **易错点**：累加器不 rescale、漏掉 $1/\sqrt d$、最后一个块不 mask 越界 key、causal 循环漏掉对角块或重复计算、用严格 mask（key < query）、GQA 用 $h \bmod H_{kv}$、LSE 保留以 2 为底、Q/K 读取或输出存储缺行 mask。
+        - **易错点**：累加器不 rescale、漏掉 $1/\sqrt d$、最后一个块不 mask 越界 key、causal 循环漏掉对角块或重复计算、用严格 mask（key < query）、GQA 用 $h \bmod H_{kv}$、LSE 保留以 2 为底、Q/K 读取或输出存储缺行 mask、head 下标和序列 stride 不先转 int64（单个 batch 元素就可能超过 $2^{31}$ 个元素，int32 乘积会回绕）。
     """)
     lesson.md(r"""
         ## 1. The math, with shapes
@@ -167,7 +167,17 @@ def build() -> LessonBuilder:
         and the key tile for block start `n` is the same with `n + offs_n` and K's strides. Rows past $S_q$ and keys past
         $S_k$ are masked on load (`other=0.0`); a key that was padded with zeros still gets a score of $0$, not
         $-\infty$, so it must *also* be masked out of the softmax — the classic "missing mask on the last block" bug.
-        `b·stride_qb` can pass $2^{31}$ for long contexts: cast the batch index to int64 first.
+
+        **int64 before every product with a stride.** `tl.program_id` and integer arguments are int32, and so is any
+        product of two of them, so an offset that reaches $2^{31}$ wraps to a negative number and the load reads
+        another head's memory without any error. `b·stride_qb` is the obvious one, but one batch item can be that large
+        on its own: with 64 heads of $d = 128$ it holds $H S d = 8192\,S$ elements, so its largest offset passes
+        $2^{31} - 1$ from $S = 262145$ tokens on. In a 512k-token prefill `h·stride_qh` $= h \cdot 2^{26}$ reaches
+        $2^{31}$ at head 32 in the `(B, H, S, d)` layout, and `m·stride_qm` $= m \cdot 8192$ at row 262144 in the
+        `(B, S, H, d)` layout viewed with `.transpose(1, 2)`, where `stride_qm = H·d`. So cast the batch and head indices and the
+        sequence strides to int64 before they multiply anything. The cost is small: the products are formed once per
+        program, and the loop over key blocks only adds `start·stride_kn`, one scalar, to pointers that are 64-bit
+        anyway.
 
         ## 5. Exercise `flash_attention_fwd`
 
@@ -180,8 +190,10 @@ def build() -> LessonBuilder:
            unmasked blocks, then the masked ones; normalise and store the output and the natural-log LSE (`(B, H, S_q)`
            float32, contiguous). Keep the signature: the memory-safety check launches the kernel directly.
         3. `flash_attention_fwd(q, k, v, causal=False, sm_scale=None, block_m=None, block_n=None)` — check the inputs,
-           allocate, launch. On a GPU use `BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3` (measured best on an
-           H200, section 6); on the interpreter 32 x 32 blocks.
+           allocate, launch. On a GPU use `BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3`: at $d = 128$ the
+           `(128, 128)` float32 accumulator and the `(128, 64)` score tile are 24576 values, 96 registers for each of
+           256 threads, which leaves room for the pipelined loads. Section 6 says what other tiles gave in a sweep on an
+           H200 (larger ones can win by a few percent without a causal mask); on the interpreter 32 x 32 blocks.
 
         Feed `tl.dot` the 16-bit `q`, `k` and `p.to(v.dtype)` (tensor cores take fp16/bf16 and accumulate in fp32),
         and keep `m`, `l` and `acc` in float32. Pass `acc` as the third argument of `tl.dot` to accumulate in place.
@@ -251,7 +263,8 @@ def build() -> LessonBuilder:
         ):
             """One program: BLOCK_M query rows of one (batch, head). out (B, H, S_q, d); lse (B, H, S_q) float32."""
             # TODO: program ids -> query block start, batch, head; the KV head of this query head (GQA)
-            # TODO: offsets and pointers (batch offset in int64); load the query block (masked rows)
+            # TODO: offsets and pointers (batch, head and the sequence strides in int64 before any product: one
+            #       batch item can hold 2**31 elements); load the query block (masked rows)
             # TODO: state m_i = -inf, l_i = 0, acc = 0 in float32
             # TODO: attend_key_blocks over the unmasked key blocks [0, masked_start), then the masked ones
             #       [masked_start, end): non-causal, only a last partial block is masked (end = S_k); causal,
@@ -262,8 +275,10 @@ def build() -> LessonBuilder:
             start_m = tl.program_id(0) * BLOCK_M
             batch_head = tl.program_id(1)
             batch = (batch_head // num_heads).to(tl.int64)
-            head = batch_head % num_heads
+            head = (batch_head % num_heads).to(tl.int64)                              # int64: head * stride_qh
             kv_head = head // (num_heads // num_kv_heads)                             # GQA: consecutive heads share
+            stride_qm, stride_om = tl.cast(stride_qm, tl.int64), tl.cast(stride_om, tl.int64)  # row * stride_qm,
+            stride_kn, stride_vn = tl.cast(stride_kn, tl.int64), tl.cast(stride_vn, tl.int64)  # too, can pass 2**31
             offs_m = start_m + tl.arange(0, BLOCK_M)
             offs_n = tl.arange(0, BLOCK_N)
             offs_d = tl.arange(0, HEAD_DIM)
@@ -420,8 +435,11 @@ def build() -> LessonBuilder:
         block are what FlashAttention-3's warp specialisation and ping-pong scheduling hide, and this kernel does not.
         The plot shows the usual shape: at 512 tokens (4 query blocks per head) the grid is too small and short-lived to
         fill 132 SMs, and under the causal mask the programs have very different lengths; from 2048 tokens on the kernel
-        is near its plateau. The block shape matters more than anything else: with 8 warps, 128 x 64 tiles gave 466
-        TFLOP/s, 128 x 128 gave 472, 256 x 64 with 16 warps 498 (non-causal; 423 causal, where 128 x 64 gave 430); with
+        is near its plateau. The block shape matters more than anything else. A separate tile sweep on the same GPU
+        (another run, so compare its numbers with each other, not with the 486 above) gave, with 8 warps, 466 TFLOP/s
+        for 128 x 64 tiles, 472 for 128 x 128, and 498 for 256 x 64 with 16 warps (non-causal; causal 423, where
+        128 x 64 gave 430): the default is the best causal tile of that sweep and within 7% of the best non-causal one;
+        with
         only 4 warps the 128 x 64 tile ran at 210 TFLOP/s, because a (128, 128) float32 accumulator plus the score tile
         no longer fit in 128 threads' registers and spill to local memory.
     """)

@@ -37,7 +37,7 @@ def build() -> LessonBuilder:
         - **问题**：LLM 几乎所有 FLOP 都在 GEMM（QKV/输出投影、MLP、LM head）；H200 上 bf16 tensor core 约 990 TFLOP/s、HBM 约 4.8 TB/s，GEMM 每读 1 字节需做约 200 FLOP 才能跑满算力。
         - **形状**：$C = AB$，$A \in \mathbb{R}^{M\times K}$，$B \in \mathbb{R}^{K\times N}$，$C \in \mathbb{R}^{M\times N}$，共 $2MNK$ FLOP；每个 program 计算一个 `BLOCK_M x BLOCK_N` 的输出 tile，沿 K 每次前进 `BLOCK_K`。
         - **分组顺序（grouped ordering）**：program id 按 `GROUP_M` 行一组、组内列优先（pid_m 变化最快）映射到 tile，使同时运行的 program 共享 A、B 的块，由 L2 cache 提供复用；最后一组高度要截断为剩余行数。
-        - **实现**：float32 累加器、按 stride 构造指针（转置的输入无需拷贝）、K 方向的 mask、越界行列用 `% M`/`% N` 回绕、store 用 mask；grid 用向上取整（cdiv），tile 大小由 autotune 选择。
+        - **实现**：float32 累加器、按 stride 构造指针（转置的输入无需拷贝）、K 方向的 mask、越界行列用 `% M`/`% N` 回绕、store 用 mask；grid 用向上取整（cdiv），tile 大小由 autotune 选择，key 含 `stride_ak`、`stride_bk`（A、B 是否沿 K 连续）；int32 偏移的保护按最大偏移 $\sum_i \text{stride}_i(\text{size}_i-1)$ 判断，而不是元素个数。
         - **易错点**：最后一组未截断或按 `GROUP_M` 取模、组内行优先（等于普通 row-major）、缺 K mask 或 store mask、假设输入连续、B 指针前进 `BLOCK_K` 个元素而不是 `BLOCK_K` 行、用 fp16 累加、grid 向下取整丢掉边缘 tile。
     """)
     lesson.md(r"""
@@ -237,14 +237,24 @@ def build() -> LessonBuilder:
         without the K mask, the last step multiplies whatever lies after each row of $A$ — the next row, or another
         tensor — into the sum, and reads past the end of the last row.
 
-        **Offsets.** They are int32 here, as in Triton's tutorial: `rows * stride` must stay below $2^{31}$, so the wrapper
-        refuses operands of $2^{31}$ elements or more (casting the offsets to int64 lifts the limit at some cost in
-        address arithmetic).
+        **Offsets.** They are int32 here, as in Triton's tutorial: every `rows * stride + cols * stride` must stay
+        below $2^{31}$. What matters is the largest *address* an operand reaches, not how many elements it has: a view
+        reaches element $\sum_i \text{stride}_i \cdot (\text{size}_i - 1)$ of its storage. The column slice
+        `x[:, :64]` of a `(65536, 65536)` fp16 activation has only $2^{22}$ elements, but its last one sits at offset
+        $65535 \cdot 65536 + 63 \approx 2^{32}$: a guard on `numel()` lets it through and the kernel reads someone
+        else's memory. So write `largest_offset(t)`, and `check_int32_offsets(a, b)` that refuses an operand (or an output)
+        whose largest offset is $2^{31}$ or more; the wrapper calls it before launching (casting the offsets to int64 lifts the limit at some cost in address arithmetic, as
+        `p03.softmax` and the attention kernels do with their row and head indices).
 
         **Autotuning.** The best tile sizes depend on the GPU, the shape and the dtype. `triton.autotune` takes a list
         of `triton.Config`s, times each the first time it sees a new `key` (here `M, N, K`; the argument dtypes are
         added automatically), and caches the winner. The grid must then be a function of the chosen meta-parameters:
-        `grid = lambda META: (triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"]),)`. Under the
+        `grid = lambda META: (triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"]),)`. The key must
+        also see the **layout**: `matmul(x, w.T)` (B read along K, as `F.linear` does) and `matmul(x, w)` at the same
+        `M, N, K` load their tiles differently and need not share a winner, yet a key of `M, N, K` alone would reuse the
+        first one's choice for the second. Adding `stride_ak` and `stride_bk` to the key records whether A and B are
+        K-contiguous (stride 1) or not; for the usual contiguous layouts the other value is `M`, `N` or `K`, already in
+        the key, so it costs no extra tuning runs. Under the
         interpreter timing means nothing and costs minutes, so `matmul_configs()` returns one small config there
         (`p03.autotune` covers pruning and reading the timings). Configs whose tiles do not fit in shared memory (fp32
         with large tiles) fail to compile and are skipped by the autotuner. Keep the list short: every config is a
@@ -311,14 +321,41 @@ def build() -> LessonBuilder:
             ]
 
 
-        matmul_kernel_tuned = triton.autotune(configs=matmul_configs(), key=["M", "N", "K"])(matmul_kernel)
+        # stride_ak, stride_bk: 1 when A (B) is K-contiguous, so the two layouts of one shape tune separately
+        matmul_kernel_tuned = triton.autotune(
+            configs=matmul_configs(), key=["M", "N", "K", "stride_ak", "stride_bk"]
+        )(matmul_kernel)
+
+
+        def largest_offset(t: torch.Tensor) -> int:
+            """The largest element offset, from t's first element, that t's view reaches: sum of stride * (size - 1)
+            over the dimensions; 0 for a tensor with no elements."""
+            # TODO: an empty tensor reaches nothing; otherwise sum stride * (size - 1) over the dimensions
+            ### BEGIN SOLUTION
+            if t.numel() == 0:
+                return 0
+            return sum(stride * (size - 1) for size, stride in zip(t.shape, t.stride()))
+            ### END SOLUTION
+
+
+        def check_int32_offsets(a: torch.Tensor, b: torch.Tensor) -> int:
+            """The largest element offset that a (M, K), b (K, N) or the contiguous (M, N) output reaches; raise
+            ValueError if it is 2**31 or more: the kernel's offsets are int32."""
+            # TODO: the largest offset of a, of b and of the output (M * N - 1); refuse 2**31 or more with a message
+            ### BEGIN SOLUTION
+            reach = max(largest_offset(a), largest_offset(b), a.shape[0] * b.shape[1] - 1)
+            if reach >= 2**31:
+                raise ValueError(f"offsets are int32 in this kernel: an operand reaches offset {reach} >= 2**31; "
+                                 "split it or make it contiguous")
+            return reach
+            ### END SOLUTION
 
 
         def matmul(a: torch.Tensor, b: torch.Tensor, allow_tf32: bool = False) -> torch.Tensor:
             """a @ b for 2-D a (M, K) and b (K, N) of one dtype (fp16, bf16 or fp32), any strides; returns (M, N)
             contiguous in that dtype, accumulated in float32. fp32 inputs use TF32 tensor cores only if allow_tf32."""
-            # TODO 1: check constraints (2-D, inner dimensions, same dtype and device, a supported dtype, < 2**31
-            #         elements per operand) with messages
+            # TODO 1: check constraints (2-D, inner dimensions, same dtype and device, a supported dtype, largest
+            #         offsets below 2**31: check_int32_offsets) with messages
             # TODO 2: allocate the output
             # TODO 3: launch matmul_kernel_tuned on a 1-D grid of cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N) programs;
             #         every stride from .stride(i); INPUT_PRECISION "tf32" or "ieee"
@@ -331,8 +368,7 @@ def build() -> LessonBuilder:
                 raise ValueError(f"matmul supports float16, bfloat16 and float32, got {a.dtype}")
             M, K = a.shape
             N = b.shape[1]
-            if max(a.numel(), b.numel(), M * N) >= 2**31:
-                raise ValueError("offsets are int32 in this kernel: split operands of 2**31 elements or more")
+            check_int32_offsets(a, b)
             c = torch.empty((M, N), dtype=a.dtype, device=a.device)
             grid = lambda META: (triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"]),)
             matmul_kernel_tuned[grid](
@@ -404,12 +440,17 @@ def build() -> LessonBuilder:
         `c_ptr.dtype.element_ty` happens once, after the loop.
 
         **The wrapper.** `grid` is a lambda of `META` because the autotuner, not the wrapper, picks `BLOCK_M` and
-        `BLOCK_N`. It passes every stride, so `matmul(x, w.T)` reads `w` in place.
+        `BLOCK_N`. It passes every stride, so `matmul(x, w.T)` reads `w` in place. `largest_offset` is the guard's
+        measure: for a contiguous `(M, K)` tensor it is $MK - 1$, one less than the element count, but for a slice, a
+        transposed view or an `expand`ed one (stride 0: $K$ elements seen, offset $K - 1$) count and reach differ in
+        both directions. PyTorch's own kernels make the same decision per tensor (`canUse32BitIndexMath` in ATen walks
+        the sizes and strides, and splits the launch when the answer is no).
 
         **The mistakes the checks catch** (mutants in `tests/mutants/p03_matmul.py`): a group height that is not clamped
         (tiles of the last group skipped, others computed twice), row-major order inside a group, a K loop without the K
         mask (the rows after each row of `A` summed in), an unmasked store, pointers built as if the operands were
-        contiguous, `+= BLOCK_K` instead of `BLOCK_K * stride_ak`, an fp16 accumulator, and `M // BLOCK_M` programs.
+        contiguous, `+= BLOCK_K` instead of `BLOCK_K * stride_ak`, an fp16 accumulator, `M // BLOCK_M` programs, a size
+        guard that counts elements (or multiplies strides by sizes, not sizes − 1), and a tuning key blind to layout.
         One mistake only a GPU shows: `INPUT_PRECISION="tf32"` for fp32 inputs (off by ~1e-3 relative).
 
         **Cost and production.** $2MNK$ FLOPs; HBM traffic between $(MK + KN + MN)\,b$ (perfect reuse) and

@@ -36,7 +36,7 @@ def build() -> LessonBuilder:
         - **形状**：$x \in \mathbb{R}^{M\times K}$，$W \in \mathbb{R}^{N\times K}$（`nn.Linear` 布局），bias $\in \mathbb{R}^N$，residual 与输出均为 $(M, N)$；bias 按**列**（`offs_n`）广播。
         - **激活**：ReLU；SiLU $z\,\sigma(z)$；GeLU 的 tanh 近似 $\tfrac12 z\big(1+\tanh(\sqrt{2/\pi}(z+0.044715z^3))\big)$；tanh 要写成对大输入稳定的形式（教科书式 $(e^{2u}-1)/(e^{2u}+1)$ 会得到 inf/inf = nan）。
         - **实现**：在 `p03.matmul` 的分组 tile 顺序和 K 循环之上，float32 累加后依次加 bias → 激活 → 加 residual，再带 mask 存储。
-        - **易错点**：bias 用行下标索引、先激活后加 bias、把 residual 加在激活之内、漏掉 GeLU 的三次项、SiLU 用 $\sigma(-z)$、缺 K/bias/store mask、residual 读取无 mask、行下标不回绕。
+        - **易错点**：bias 用行下标索引、先激活后加 bias、把 residual 加在激活之内、漏掉 GeLU 的三次项、SiLU 用 $\sigma(-z)$、缺 K/bias/store mask、residual 读取无 mask、行下标不回绕、stride 不转 int64（LM head 的输出超过 $2^{31}$ 个元素时 `row * stride` 回绕）。
     """)
     lesson.md(r"""
         ## 1. What fusion saves
@@ -145,6 +145,13 @@ def build() -> LessonBuilder:
         - **Optional operands** are compile-time flags `HAS_BIAS`, `HAS_RESIDUAL`: when one is absent the wrapper
           still has to pass *some* pointer — pass the output, which the kernel never reads under a false flag.
 
+        - **int64 strides.** `p03.matmul` kept its offsets in int32 and refused operands that reach $2^{31}$; a layer
+          that must take any activation cannot. An LM head's output at $V = 128256$ passes $2^{31}$ elements from
+          16744 rows on (`p03.cross_entropy`), and a 28672-wide MLP projection from 74899 tokens on, a long prefill.
+          `offs_m * stride_om` is a product of two int32 values and wraps silently, so cast the strides to int64 at
+          the top of the kernel (`tl.cast(stride, tl.int64)`): every product with a stride is then int64. It costs
+          little: the pointer tiles are built once per program, and the K loop only adds `BLOCK_K * stride`, a scalar.
+
         The order matters and is a classic bug: the residual goes **after** the activation (`act(...) + r`, a
         pre-norm transformer's residual add), the bias **before** it.
     """)
@@ -170,10 +177,15 @@ def build() -> LessonBuilder:
             offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
             offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
             offs_k = tl.arange(0, BLOCK_K)
+            # TODO: the strides in int64 (tl.cast), so that row * stride cannot wrap past 2**31
             # TODO: the GEMM main loop of p03.matmul into a float32 accumulator acc (BLOCK_M, BLOCK_N)
             # TODO: the epilogue on acc: + bias over columns (if HAS_BIAS), apply_activation, + residual (if HAS_RESIDUAL)
             # TODO: cast to out's dtype and store, masked on both edges
             ### BEGIN SOLUTION
+            stride_xm, stride_xk = tl.cast(stride_xm, tl.int64), tl.cast(stride_xk, tl.int64)  # every product with
+            stride_wk, stride_wn = tl.cast(stride_wk, tl.int64), tl.cast(stride_wn, tl.int64)  # a stride is int64
+            stride_rm, stride_rn = tl.cast(stride_rm, tl.int64), tl.cast(stride_rn, tl.int64)
+            stride_om, stride_on = tl.cast(stride_om, tl.int64), tl.cast(stride_on, tl.int64)
             x_ptrs = x_ptr + (offs_m % M)[:, None] * stride_xm + offs_k[None, :] * stride_xk  # (BLOCK_M, BLOCK_K)
             w_ptrs = w_ptr + offs_k[:, None] * stride_wk + (offs_n % N)[None, :] * stride_wn  # (BLOCK_K, BLOCK_N)
             acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -198,7 +210,8 @@ def build() -> LessonBuilder:
 
 
         # Every (ACTIVATION, HAS_BIAS, HAS_RESIDUAL, dtype) is its own compiled kernel, and every config multiplies that:
-        # two candidates, the 256 x 128 tile (fastest with an (N, K) weight on an H200) and the small one that fits fp32.
+        # two candidates: a large 256 x 128 tile for the big GEMMs this kernel is for (one of p03.matmul's two large
+        # configs; section 5 reports what a tile sweep gave) and the small one that fits fp32.
         _configs = matmul_configs()
         EPILOGUE_CONFIGS = list({id(c): c for c in (_configs[min(1, len(_configs) - 1)], _configs[-1])}.values())
         linear_act_kernel_tuned = triton.autotune(configs=EPILOGUE_CONFIGS, key=["M", "N", "K"])(linear_act_kernel)

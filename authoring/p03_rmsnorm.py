@@ -223,7 +223,11 @@ def build() -> LessonBuilder:
 
         The loop bounds are runtime values: `for row in range(row_start, row_end)` with
         `row_end = tl.minimum(row_start + rows_per_program, n_rows)` — the last program may own fewer rows, and a
-        program past the end owns none (it must still store zeros, or the host sums garbage).
+        program past the end owns none (it must still store zeros, or the host sums garbage). The contiguous range is
+        one choice, not the rule: program $p$ could as well take rows $p, p + P, p + 2P, \dots$ (every program then gets
+        work, and neighbouring programs read neighbouring rows at the same time). The checks do not look at the mapping,
+        only at the sum: every row's `dx` written once, and the `P` partial rows adding up to `dg` with every row counted
+        exactly once.
     """)
     lesson.exercise(
         "rmsnorm_backward",

@@ -69,6 +69,22 @@ def build() -> LessonBuilder:
 
         **Traffic.** `out = x + y` reads $2n$ and writes $n$ elements: $3n \cdot$ `element_size` bytes. That number,
         divided by the time, is the bandwidth we plot at the end.
+
+        > **Interpreter vs GPU.** On a CPU these notebooks run your kernels in Triton's interpreter
+        > (`TRITON_INTERPRET=1`): plain NumPy, one program after another. It is a good debugger, but it accepts
+        > code the GPU compiler rejects, so keep three rules from this lesson on, even when the CPU does not ask:
+        >
+        > - **Globals read inside a kernel must be `tl.constexpr`** (`LN2 = tl.constexpr(0.693...)`). The interpreter
+        >   reads any Python global; the compiler refuses a plain `float` global with "Cannot access global variable".
+        > - **`tl.dot` has minimum shapes** on the GPU, set by the tensor-core instructions: Triton 3.9's NVIDIA
+        >   backend wants K ≥ 16 for 16-bit inputs (8 for fp32, 32 for 8-bit) and pads small M and N; older releases
+        >   wanted 16 in every dimension. Tiles of at least 16 × 16 × 16 compile everywhere. The interpreter multiplies
+        >   an `8 × 8` by an `8 × 8` without complaint.
+        > - **`tl.device_assert` checks nothing by default**: on a GPU it is compiled in only with `TRITON_DEBUG=1`
+        >   set before the first launch; Triton 3.9's interpreter ignores it. Validate inputs in the wrapper.
+        >
+        > The interpreter also runs programs in order, so races between programs never show. `p03.debugging` has the
+        > whole table and the tools for what the interpreter cannot show.
     """)
     lesson.setup(r"""
         import matplotlib.pyplot as plt

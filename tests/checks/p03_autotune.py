@@ -6,7 +6,7 @@ Triton is imported inside functions only (see tests/checks/p03_matmul.py)."""
 
 import torch
 
-from llm_algo.bench import BenchRow, baseline_rows, flops_row
+from llm_algo.bench import BenchRow, bandwidth_row, baseline_rows, flops_row
 from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
 from llm_algo.check.restrictions import MATMUL
 from llm_algo.device import triton_device, triton_dtypes
@@ -411,25 +411,26 @@ def benchmark(ex):
         for s in (1, 2, 4, 8, 16)
     ]
     rows = []
-    for M, N, K in ((64, 4096, 14336), (256, 1024, 65536)):
+    # the decode-sized GEMM is memory-bound (63 FLOPs per byte): GB/s, A and B read once and C written once in bf16;
+    # the long-K one sits at the ridge (204 FLOPs per byte): TFLOP/s
+    for M, N, K, unit in ((64, 4096, 14336, "GB/s"), (256, 1024, 65536, "TFLOP/s")):
         tuner = ex.make_split_k_tuner(configs)
         a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(K, N, device="cuda", dtype=torch.bfloat16)
         flops = 2 * M * N * K
+        moved = (M * K + K * N + M * N) * a.element_size()
         shape = f"{M}x{K} @ {K}x{N} bf16"
         ex.split_k_matmul(a, b, tuner)  # tune outside the timing
-        rows.append(
-            flops_row(
-                f"split_k_matmul ({tuner.best_config.kwargs['SPLIT_K']}-way)",
-                shape,
-                lambda a=a, b=b, t=tuner: ex.split_k_matmul(a, b, t),
-                flops,
-            )
-        )
-        rows += baseline_rows("torch.matmul", shape, torch.matmul, (a, b), flops=flops)
+        name = f"split_k_matmul ({tuner.best_config.kwargs['SPLIT_K']}-way)"
+        run = lambda a=a, b=b, t=tuner: ex.split_k_matmul(a, b, t)
+        if unit == "GB/s":
+            rows.append(bandwidth_row(name, shape, run, moved))
+            rows += baseline_rows("torch.matmul", shape, torch.matmul, (a, b), bytes_moved=moved)
+        else:
+            rows.append(flops_row(name, shape, run, flops))
+            rows += baseline_rows("torch.matmul", shape, torch.matmul, (a, b), flops=flops)
         # the same call timed by the learner's harness on the wall clock: launch and sync overhead included
         wall_ms = ex.measure(lambda a=a, b=b: torch.matmul(a, b), warmup=10, rep=50, synchronize=torch.cuda.synchronize)
-        rows.append(
-            BenchRow("torch.matmul timed by measure()", shape, wall_ms, flops * 1e-12 / (wall_ms * 1e-3), "TFLOP/s")
-        )
+        rate = (moved * 1e-9 if unit == "GB/s" else flops * 1e-12) / (wall_ms * 1e-3)
+        rows.append(BenchRow("torch.matmul timed by measure()", shape, wall_ms, rate, unit))
     return rows

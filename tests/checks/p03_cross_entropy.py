@@ -258,6 +258,30 @@ def grad_output_is_applied(ex):
 
 
 @checks("fused_cross_entropy")
+def backward_reuses_the_gradient_buffer(ex):
+    """the gradient that reaches the logits (a hook sees it) lives in the logits' own storage: no new (N, V) tensor"""
+    logits, targets = random_problem(6, 90, torch.float32)
+    leaf = logits.clone().requires_grad_(True)
+    head = leaf * 1  # the head's output: the kernel overwrites it with the gradient
+    seen = []
+    head.register_hook(lambda grad: seen.append(grad))
+    (2.5 * ex.fused_cross_entropy(head, targets)).backward()
+    label = describe(logits=logits, targets=targets) + ", backward of 2.5 * loss"
+    _, want_grad = reference(logits, targets)
+    expect(len(seen) == 1, "no gradient reached the logits", input=label, expected="1 gradient", got=f"{len(seen)}")
+    expect_close(seen[0], want_grad * 2.5, input=label, what="gradient reaching the logits", hint="saved * grad_output")
+    same = seen[0].untyped_storage().data_ptr() == head.untyped_storage().data_ptr()
+    expect(
+        same,
+        "the backward allocated a new (N, V) gradient instead of reusing the buffer the kernel wrote",
+        input=label,
+        expected=f"storage at {head.untyped_storage().data_ptr():#x} (the logits')",
+        got=f"storage at {seen[0].untyped_storage().data_ptr():#x}",
+        hint="scale in place and return the saved tensor: grad.mul_(grad_output); return grad, None, None",
+    )
+
+
+@checks("fused_cross_entropy")
 def output_head_gradients(ex):
     """logits = hidden @ W.T, then your loss: d/d hidden and d/d W equal float64 autograd, ignored rows included"""
     hidden = torch.randn(9, 16, device=triton_device())

@@ -369,17 +369,68 @@ def non_contiguous_lse(ex):
     )
 
 
+def refuse_or_be_correct(call, check_result, input, hint):
+    """For inputs a kernel MAY support beyond what the lesson asks (fp32, S_q != S_k under a causal mask): a
+    ValueError or TypeError with a message passes, and so does a result that check_result accepts; any other
+    exception, or a wrong result, fails. (The same helper as in p03.flash_attention_fwd's checks; a candidate for
+    llm_algo.check.)"""
+    try:
+        result = call()
+    except (NotImplementedError, AssertionError):
+        raise
+    except (ValueError, TypeError) as exc:
+        expect(
+            bool(str(exc).strip()),
+            "refused without saying why",
+            input=input,
+            expected="an error message",
+            got=repr(exc),
+            hint=hint,
+        )
+        return
+    except Exception as exc:  # a compile error or a crash further down: neither a refusal nor a result
+        expect(
+            False,
+            "neither refused the input clearly nor computed a result",
+            input=input,
+            expected="ValueError/TypeError with a message, or a correct result",
+            got=repr(exc)[:160],
+            hint=hint,
+        )
+    check_result(result)
+
+
+@checks("flash_attention_bwd")
+def refuses_or_computes_what_it_may_not_support(ex):
+    """float32 inputs and causal with S_q 16, S_k 24 (consistent out and lse, top-left causal as SDPA's is_causal):
+    refuse with a clear ValueError/TypeError, or return the gradients of SDPA"""
+    for label, args, causal in (
+        ("float32 inputs", backward_inputs(1, 2, 1, 16, 16, 32, False, torch.float32), False),
+        ("causal with S_q 16, S_k 24", backward_inputs(1, 2, 1, 16, 24, 32, True, torch.float16), True),
+    ):
+        q, k, v, _, _, dout = args
+        refuse_or_be_correct(
+            lambda args=args, causal=causal: ex.flash_attention_bwd(*args, causal=causal),
+            lambda got, q=q, k=k, v=v, dout=dout, causal=causal, label=label: expect_gradients(
+                got, q, k, v, dout, causal, label + " (accepted, so it must be right)"
+            ),
+            input=label,
+            hint="either raise ValueError with a message before launching, or compute the gradients correctly",
+        )
+
+
 @checks("flash_attention_bwd")
 def refuses_inputs_it_cannot_handle(ex):
-    """float32 inputs, dout of the wrong shape, causal with S_q != S_k, lse of the wrong length and a strided head dim
-    in q raise an error"""
+    """dout of the wrong shape, lse of the wrong length, 5 query heads on 2 KV heads and a strided head dim in q
+    raise an error"""
     q, k, v, out, lse, dout = backward_inputs(1, 2, 1, 16, 16, 32, False, torch.float16)
-    _, k24, v24, _, _, _ = backward_inputs(1, 2, 1, 16, 24, 32, False, torch.float16)
+    q5, k2, v2, out5, lse5, dout5 = backward_inputs(1, 4, 2, 16, 16, 32, False, torch.float16)
+    q5, out5, dout5 = (torch.cat((t, t[:, :1]), dim=1) for t in (q5, out5, dout5))  # 5 heads: no GQA grouping
+    lse5 = torch.cat((lse5, lse5[:, :1]), dim=1)
     q_strided = torch.randn(1, 2, 16, 64, device=q.device).half()[..., ::2]
     bad = [
-        ("float32 inputs", (q.float(), k.float(), v.float(), out.float(), lse, dout.float()), False),
+        ("5 query heads, 2 KV heads", (q5, k2, v2, out5, lse5, dout5), False),
         ("dout (1, 2, 15, 32)", (q, k, v, out, lse, dout[:, :, :15]), False),
-        ("causal with S_q 16, S_k 24", (q, k24, v24, out, lse, dout), True),
         ("lse (1, 2, 19) for S_q 16", (q, k, v, out, torch.cat((lse, lse[..., :3]), dim=-1), dout), False),
         ("q with a head dim of stride 2", (q_strided, k, v, out, lse, dout), False),
     ]
@@ -387,7 +438,7 @@ def refuses_inputs_it_cannot_handle(ex):
         expect_refused(
             lambda args=args, causal=causal: ex.flash_attention_bwd(*args, causal=causal),
             input=label,
-            hint="check dtypes, shapes and causal lengths before launching",
+            hint="check shapes, H % H_kv, lse length and stride(3) == 1 before launching",
         )
 
 

@@ -65,7 +65,43 @@ def random_qkv(batch, heads, kv_heads, seq_q, seq_k, head_dim, dtype, scale=1.0)
 
 def expect_attention(ex, q, k, v, causal, label, sm_scale=None, **blocks):
     """Run the learner's wrapper and compare out and lse with float64 references."""
-    out, lse = ex.flash_attention_fwd(q, k, v, causal=causal, sm_scale=sm_scale, **blocks)
+    result = ex.flash_attention_fwd(q, k, v, causal=causal, sm_scale=sm_scale, **blocks)
+    expect_attention_result(result, q, k, v, causal, label, sm_scale)
+
+
+def refuse_or_be_correct(call, check_result, input, hint):
+    """For inputs a kernel MAY support beyond what the lesson asks (fp32, another head_dim, S_q != S_k under a causal
+    mask): a ValueError or TypeError with a message passes (a clear refusal), and so does a result that check_result
+    accepts; any other exception, or a wrong result, fails. (A candidate for llm_algo.check.)"""
+    try:
+        result = call()
+    except (NotImplementedError, AssertionError):
+        raise
+    except (ValueError, TypeError) as exc:
+        expect(
+            bool(str(exc).strip()),
+            "refused without saying why",
+            input=input,
+            expected="an error message",
+            got=repr(exc),
+            hint=hint,
+        )
+        return
+    except Exception as exc:  # a compile error or a crash further down: neither a refusal nor a result
+        expect(
+            False,
+            "neither refused the input clearly nor computed a result",
+            input=input,
+            expected="ValueError/TypeError with a message, or a correct result",
+            got=repr(exc)[:160],
+            hint=hint,
+        )
+    check_result(result)
+
+
+def expect_attention_result(result, q, k, v, causal, label, sm_scale=None):
+    """Compare (out, lse) from the learner's wrapper with float64 references (SDPA, top-left causal)."""
+    out, lse = result
     batch, heads, seq_q, head_dim = q.shape
     expect_tensor(out, shape=q.shape, dtype=q.dtype, device=q.device.type, input=label, what="out")
     expect_tensor(lse, shape=(batch, heads, seq_q), dtype=torch.float32, input=label, what="lse")
@@ -255,16 +291,34 @@ def smallest_head_dim_and_separate_kv_strides(ex):
 
 
 @checks("flash_attention_fwd")
+def refuses_or_computes_what_it_may_not_support(ex):
+    """float32 inputs, causal with S_q != S_k, d = 80: refuse with a clear ValueError/TypeError, or be correct
+    (SDPA in float64; causal top-left aligned, as SDPA's is_causal)"""
+    may_support = [
+        ("float32 q, k, v", random_qkv(1, 4, 2, 16, 16, 64, torch.float32), False),
+        ("causal with S_q 16, S_k 24", random_qkv(1, 4, 2, 16, 24, 64, torch.float16), True),
+        ("head_dim 80", random_qkv(1, 4, 2, 16, 16, 80, torch.float16), False),
+    ]
+    for label, (q, k, v), causal in may_support:
+        refuse_or_be_correct(
+            lambda q=q, k=k, v=v, causal=causal: ex.flash_attention_fwd(q, k, v, causal=causal),
+            lambda result, q=q, k=k, v=v, causal=causal, label=label: expect_attention_result(
+                result, q, k, v, causal, label + " (accepted, so it must be right)"
+            ),
+            input=label,
+            hint="either raise ValueError with a message before launching, or compute it correctly",
+        )
+
+
+@checks("flash_attention_fwd")
 def refuses_inputs_it_cannot_handle(ex):
-    """float32 inputs, 5 heads on 2 KV heads, causal with S_q != S_k, d = 80, v longer than k, a non-contiguous head
-    dim raise"""
+    """5 heads on 2 KV heads, v longer than k, fp16 q with fp32 k and v (SDPA refuses mixed dtypes too), a
+    non-contiguous head dim raise"""
     device = triton_device()
     q, k, v = random_qkv(1, 4, 2, 16, 16, 64, torch.float16)
     bad = [
-        ("float32 q, k, v", (q.float(), k.float(), v.float()), False),
+        ("q float16, k and v float32", (q, k.float(), v.float()), False),
         ("5 query heads, 2 KV heads", (torch.randn(1, 5, 16, 64, device=device).half(), k, v), False),
-        ("causal with S_q 16, S_k 24", (q, *random_qkv(1, 4, 2, 16, 24, 64, torch.float16)[1:]), True),
-        ("head_dim 80", random_qkv(1, 4, 2, 16, 16, 80, torch.float16), False),
         ("v with 8 more keys than k", (q, k, random_qkv(1, 4, 2, 16, 24, 64, torch.float16)[2]), False),
         ("q with a strided head dim", (torch.randn(1, 4, 16, 128, device=device).half()[..., ::2], k, v), False),
     ]
@@ -272,7 +326,7 @@ def refuses_inputs_it_cannot_handle(ex):
         expect_refused(
             lambda bq=bq, bk=bk, bv=bv, causal=causal: ex.flash_attention_fwd(bq, bk, bv, causal=causal),
             input=label,
-            hint="check dtypes, H % H_kv, d, causal lengths and q.stride(3) == 1 first",
+            hint="check H % H_kv, k.shape == v.shape, one dtype for q, k, v and stride(3) == 1 first",
         )
 
 

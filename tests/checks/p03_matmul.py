@@ -10,7 +10,7 @@ from functools import lru_cache
 import torch
 
 from llm_algo.bench import baseline_rows, flops_row
-from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
+from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor, expect_value_error
 from llm_algo.check.restrictions import MATMUL
 from llm_algo.device import policy, triton_compiled, triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
@@ -318,6 +318,161 @@ def rejects_what_it_cannot_multiply(ex):
         ),
     ):
         expect_refused(lambda a=a, b=b: ex.matmul(a, b), input=label, hint="check shapes and dtypes before launching")
+
+
+def spec_largest_offset(shape, strides) -> int:
+    """The last element's offset, found by walking to the multi-index (size - 1, ...) one dimension at a time."""
+    if any(size == 0 for size in shape):
+        return 0
+    offset = 0
+    for dim in range(len(shape)):
+        offset += (shape[dim] - 1) * strides[dim]
+    return offset
+
+
+@checks("matmul")
+def largest_offset_of_views(ex):
+    """largest_offset on meta tensors (no memory): contiguous, transposed, sliced, expanded, empty, a 3-D permute"""
+    big = torch.empty(65536, 65536, dtype=torch.float16, device="meta")
+    cases = [
+        ("contiguous (3, 4)", torch.empty(3, 4, device="meta")),
+        ("(4, 3).T", torch.empty(4, 3, device="meta").T),
+        ("x[:, :64] of a (65536, 65536)", big[:, :64]),
+        ("x[::2, 5:9] of a (65536, 65536)", big[::2, 5:9]),
+        ("(1, 5).expand(7, 5) (stride 0)", torch.empty(1, 5, device="meta").expand(7, 5)),
+        ("(0, 5) (no elements)", torch.empty(0, 5, device="meta")),
+        ("(2, 3, 4).permute(2, 0, 1)", torch.empty(2, 3, 4, device="meta").permute(2, 0, 1)),
+        ("(1, 1)", torch.empty(1, 1, device="meta")),
+    ]
+    for label, t in cases:
+        want = spec_largest_offset(t.shape, t.stride())
+        got = ex.largest_offset(t)
+        expect(
+            got == want,
+            "wrong largest offset",
+            input=f"{label}: shape {tuple(t.shape)}, strides {t.stride()}",
+            expected=want,
+            got=got,
+            hint="sum of stride * (size - 1) over the dimensions (not stride * size, not numel - 1); 0 when empty",
+        )
+
+
+@checks("matmul")
+def refuses_views_that_reach_past_int32(ex):
+    """a (65536, 64) column slice of a (65536, 65536) fp16 tensor (meta: no memory): 2**22 elements, offset ~2**32"""
+    big = torch.empty(65536, 65536, dtype=torch.float16, device="meta")
+    b = torch.empty(64, 32, dtype=torch.float16, device="meta")
+    hint = "guard the largest offset (largest_offset(a), largest_offset(b), M * N - 1), not numel(), before launching"
+    expect_value_error(
+        lambda: ex.matmul(big[:, :64], b), input="a = x[:, :64] of a (65536, 65536) fp16 tensor, b (64, 32)", hint=hint
+    )
+    a = torch.empty(8, 64, dtype=torch.float16, device="meta")
+    expect_value_error(
+        lambda: ex.matmul(a, big[::1024, :16]),
+        input="a (8, 64), b = x[::1024, :16] of a (65536, 65536) fp16 tensor: (64, 16), strides (2**26, 1)",
+        hint=hint,
+    )
+    a, b = meta_view((3, 1), (1, 1)), meta_view((1, 715827883), (1, 0))  # b expanded: offsets 0, output 2**31 + 1
+    expect_value_error(
+        lambda: ex.matmul(a, b),
+        input="a (3, 1), b (1, 715827883) expanded (stride 0): the (M, N) output reaches offset 2**31",
+        hint=hint,
+    )
+
+
+def meta_view(shape, strides):
+    """A view with any strides on the meta device: shapes and strides without memory."""
+    return torch.empty(2**33, dtype=torch.float16, device="meta").as_strided(shape, strides)
+
+
+@checks("matmul")
+def int32_guard_at_the_boundary(ex):
+    """check_int32_offsets on meta views: a largest offset of 2**31 - 1 (in a, in b, in the output) passes, 2**31
+    raises ValueError"""
+    small_a, small_b = meta_view((2, 64), (64, 1)), meta_view((64, 2), (2, 1))
+    cases = [  # (label, a, b, reach)
+        ("a (2, 64) with row stride 2**31 - 64", meta_view((2, 64), (2**31 - 64, 1)), small_b, 2**31 - 1),
+        ("a (2, 64) with row stride 2**31 - 63", meta_view((2, 64), (2**31 - 63, 1)), small_b, 2**31),
+        ("b (64, 2) with column stride 2**31 - 63**2", small_a, meta_view((64, 2), (63, 2**31 - 1 - 63**2)), 2**31 - 1),
+        ("b (64, 2) with strides (34087042, 1)", small_a, meta_view((64, 2), (34087042, 1)), 2**31 - 1),
+        ("b (64, 2) with strides (34087042, 2)", small_a, meta_view((64, 2), (34087042, 2)), 2**31),
+        ("output (2**16, 2**15): a (2**16, 1), b (1, 2**15) expanded", meta_view((2**16, 1), (1, 1)),
+         meta_view((1, 2**15), (1, 0)), 2**31 - 1),
+        ("output (3, 715827883): 2**31 + 1 elements, b expanded", meta_view((3, 1), (1, 1)),
+         meta_view((1, 715827883), (1, 0)), 2**31),
+    ]  # fmt: skip
+    for label, a, b, reach in cases:
+        assert max(spec_largest_offset(a.shape, a.stride()), spec_largest_offset(b.shape, b.stride()),
+                   a.shape[0] * b.shape[1] - 1) == reach, label  # fmt: skip
+        label = f"{label}: largest offset {reach} = 2**31 {reach - 2**31:+d}"
+        if reach >= 2**31:
+            expect_value_error(
+                lambda a=a, b=b: ex.check_int32_offsets(a, b),
+                input=label,
+                hint="refuse a largest offset >= 2**31 (the output reaches M * N - 1)",
+            )
+        else:
+            try:
+                got = ex.check_int32_offsets(a, b)
+            except ValueError as exc:
+                expect(
+                    False,
+                    "refused an operand whose offsets all fit in int32",
+                    input=label,
+                    expected="no error (2**31 - 1 is the largest int32)",
+                    got=repr(exc)[:120],
+                    hint="refuse only a largest offset >= 2**31; the output's largest offset is M * N - 1, not M * N",
+                )
+            expect(
+                got == reach,
+                "wrong largest offset returned",
+                input=label,
+                expected=reach,
+                got=got,
+                hint="return max(largest_offset(a), largest_offset(b), M * N - 1)",
+            )
+
+
+def tuning_key(ex, a, b):
+    """The autotuner's key for matmul(a, b): its key names looked up in the kernel's arguments (dtypes are added by
+    the autotuner itself and are equal here)."""
+    M, K = a.shape
+    N = b.shape[1]
+    args = {"M": M, "N": N, "K": K, "stride_am": a.stride(0), "stride_ak": a.stride(1), "stride_bk": b.stride(0)}
+    args.update({"stride_bn": b.stride(1), "stride_cm": N, "stride_cn": 1})
+    return tuple((name, args.get(name)) for name in ex.matmul_kernel_tuned.keys)
+
+
+@checks("matmul")
+def tuning_key_sees_the_layout(ex):
+    """the autotune key separates the four K-layouts of A and B at one shape (x @ w and x @ w.T tune separately)"""
+    a, b = operands(16, 16, 16, torch.float16, "b transposed (b = w.T, as in F.linear)")
+    expect_matmul(ex, a, b, describe(a=a, b=b), hint="the tuned kernel must still compute a @ b")
+    M, N, K = 256, 256, 256
+    layouts = {
+        "a (M, K), b (K, N)": (torch.empty(M, K, device="meta"), torch.empty(K, N, device="meta")),
+        "a (M, K), b = w.T": (torch.empty(M, K, device="meta"), torch.empty(N, K, device="meta").T),
+        "a = t.T, b (K, N)": (torch.empty(K, M, device="meta").T, torch.empty(K, N, device="meta")),
+        "a = t.T, b = w.T": (torch.empty(K, M, device="meta").T, torch.empty(N, K, device="meta").T),
+    }
+    keys = {label: tuning_key(ex, a, b) for label, (a, b) in layouts.items()}
+    names = list(ex.matmul_kernel_tuned.keys)
+    expect(
+        {"M", "N", "K"} <= set(names),
+        "the tuning key must still contain the shape",
+        input="matmul_kernel_tuned.keys",
+        expected="M, N, K among the keys",
+        got=names,
+        hint='key=["M", "N", "K", ...]',
+    )
+    expect(
+        len(set(keys.values())) == len(keys),
+        "two layouts of the same shape share one tuning key, so the second reuses the first one's winner",
+        input=f"M = N = K = {M}, layouts: {', '.join(layouts)}",
+        expected="4 different keys",
+        got={label: dict(key) for label, key in keys.items()},
+        hint='add whether A and B are K-contiguous: key=["M", "N", "K", "stride_ak", "stride_bk"]',
+    )
 
 
 def benchmark(ex):

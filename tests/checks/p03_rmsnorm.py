@@ -182,8 +182,9 @@ def strided_rows_and_row_length_limits(ex):
 
 @checks("rmsnorm_backward", gate=True)
 def backward_kernel_stays_inside_its_outputs(ex):
-    """launches rmsnorm_backward_kernel with 7 rows, 3 rows per program and 4 programs (the last one owns no row);
-    every operand is a window with 5 spare rows, so a loop that runs past row 6 stays in memory the check owns"""
+    """launches rmsnorm_backward_kernel with 7 rows, 3 rows per program and 4 programs; every operand is a window
+    with 5 spare rows, so a loop that runs past row 6 stays in memory the check owns. Which rows a program takes is
+    yours to choose: the partial rows (NaN until written) must sum to dweight, every row counted exactly once"""
     n_rows, n_cols, eps, programs, rows_per_program = 7, 100, 1e-6, 4, 3
     x = random_window((n_rows, n_cols), (5, 20), device=triton_device())
     dy = random_window((n_rows, n_cols), (5, 4), device=triton_device())
@@ -203,9 +204,6 @@ def backward_kernel_stays_inside_its_outputs(ex):
     )
     expect_guard_untouched(
         partial_buffer, (programs, n_cols), input=label + " (partial buffer)", hint="mask the partial store"
-    )
-    expect_close(
-        partial[3], torch.zeros(n_cols, dtype=torch.float64), input=label, what="partial row of the empty program 3"
     )
     expect_gradients(dx, partial.sum(dim=0), x, weight, dy, eps, label)
 

@@ -94,7 +94,19 @@ MUTANTS = [
         "fused_cross_entropy",
         "ignores_grad_output",
         "returns the saved gradient without multiplying by grad_output",
-        [("return grad_logits * grad_output.to(grad_logits.dtype), None, None", "return grad_logits, None, None")],
+        [("grad_logits.mul_(grad_output)", "pass")],
+    ),
+    Mutant(
+        "fused_cross_entropy",
+        "backward_allocates",
+        "returns saved * grad_output: the right numbers in a new (N, V) tensor",
+        [
+            (
+                "grad_logits.mul_(grad_output)  # in place: still nothing new of size (N, V)\n"
+                "        return grad_logits, None, None",
+                "return grad_logits * grad_output.to(grad_logits.dtype), None, None",
+            )
+        ],
     ),
     Mutant(
         "fused_cross_entropy",

@@ -111,6 +111,45 @@ MUTANTS = [
     ),
     Mutant(
         "matmul",
+        "guard_counts_elements",
+        "guards the element count of each operand instead of the largest offset its strides reach",
+        [
+            (
+                "reach = max(largest_offset(a), largest_offset(b), a.shape[0] * b.shape[1] - 1)",
+                "reach = max(a.numel(), b.numel(), a.shape[0] * b.shape[1])",
+            )
+        ],
+    ),
+    Mutant(
+        "matmul",
+        "offset_from_sizes",
+        "multiplies each stride by the size, not size - 1 (one row too far: refuses what fits, and is wrong)",
+        [
+            (
+                "return sum(stride * (size - 1) for size, stride in zip(t.shape, t.stride()))",
+                "return sum(stride * size for size, stride in zip(t.shape, t.stride()))",
+            )
+        ],
+    ),
+    Mutant(
+        "matmul",
+        "offset_is_numel",
+        "takes numel - 1 as the largest offset, as if every view were contiguous",
+        [
+            (
+                "return sum(stride * (size - 1) for size, stride in zip(t.shape, t.stride()))",
+                "return t.numel() - 1",
+            )
+        ],
+    ),
+    Mutant(
+        "matmul",
+        "tuning_key_blind_to_layout",
+        "tunes on M, N, K only: x @ w and x @ w.T of one shape share the first layout's winner",
+        [('key=["M", "N", "K", "stride_ak", "stride_bk"]', 'key=["M", "N", "K"]')],
+    ),
+    Mutant(
+        "matmul",
         "calls_the_builtin",
         "returns torch.matmul's product instead of the kernel's",
         [
