@@ -6,8 +6,8 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
-from ..authoring.builder import COLAB_URL
 from ..authoring.part_index import PARTS
+from ..colab import colab_url
 from ..notebook import Lesson
 from ..paths import repo_root
 
@@ -36,7 +36,7 @@ class LessonEntry:
 
     @property
     def colab_url(self) -> str:
-        return f"{COLAB_URL}/{self.notebook_path}"
+        return f"{colab_url()}/{self.notebook_path}"
 
 
 def _title(lesson: Lesson, language: str) -> str:

@@ -10,8 +10,8 @@ import posixpath
 import re
 from functools import cache
 
-from ..authoring.builder import REPO_URL
 from ..check_index import DeclaredCheck, declared_checks
+from ..colab import branch, repository
 from ..notebook import Cell, Lesson
 from ..paths import checks_module_path, display_path
 
@@ -90,6 +90,6 @@ def page_links(body: str, part: str) -> str:
 
     def on_the_web(match: re.Match) -> str:
         path = posixpath.normpath(posixpath.join(part, match.group(1)))
-        return f'href="{REPO_URL}/blob/main/{path}{match.group(2) or ""}"'
+        return f'href="{repository()}/blob/{branch()}/{path}{match.group(2) or ""}"'
 
     return OTHER_HREF.sub(on_the_web, body)
