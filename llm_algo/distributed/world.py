@@ -415,7 +415,11 @@ def expect_ranks_ok(results: list[RankResult], *, input: str, hint: str = "") ->
 def expect_ranks_refuse(
     results: list[RankResult], errors: tuple[type[BaseException], ...] = (ValueError,), *, input: str, hint: str = ""
 ) -> None:
-    """Bad input: every rank raised one of `errors` (a clear error, within the deadline), none hung."""
+    """Bad input: every rank raised one of `errors` (a clear error, within the deadline), none hung. A skeleton that
+    still raises NotImplementedError makes the check *not attempted*, as in expect_ranks_ok."""
+    skeleton = next((r for r in results if r.not_attempted), None)
+    if skeleton is not None:
+        raise NotAttempted(f"rank {skeleton.rank}: {skeleton.message or 'NotImplementedError'}")
     names = {e.__name__ for e in errors}
     wrong = [r for r in results if not (r.status == "error" and r.error_type in names)]
     if wrong:

@@ -190,6 +190,8 @@ def test_a_skeleton_in_a_rank_is_not_attempted(pair):
     assert all(r.not_attempted for r in results)
     with pytest.raises(NotAttempted):
         expect_ranks_ok(results, input="2 ranks")
+    with pytest.raises(NotAttempted):  # a refusal check of a skeleton: not attempted either, not "not refused"
+        expect_ranks_refuse(results, input="2 ranks")
     results = pair.run(LEARNER["refuse"], args=(torch.ones(3),))  # a NotImplementedError of torch's would not be
     assert not any(r.not_attempted for r in results)
 
