@@ -33,6 +33,15 @@ def bandwidth_row(name: str, shape: str, fn: Callable[[], object], bytes_moved: 
     return BenchRow(name, shape, ms, bytes_moved * 1e-9 / (ms * 1e-3), "GB/s")
 
 
+def graph_bandwidth_row(name: str, shape: str, fn: Callable[[], object], bytes_moved: int) -> BenchRow:
+    """`bandwidth_row` timed with `triton.testing.do_bench_cudagraph`: the launches replayed from a CUDA graph, so
+    Python and launch overhead drop out (what a serving engine that captures its decode step sees)."""
+    import triton.testing
+
+    ms = float(triton.testing.do_bench_cudagraph(fn, return_mode="median"))
+    return BenchRow(name, shape, ms, bytes_moved * 1e-9 / (ms * 1e-3), "GB/s")
+
+
 def flops_row(name: str, shape: str, fn: Callable[[], object], flops: int) -> BenchRow:
     ms = median_ms(fn)
     return BenchRow(name, shape, ms, flops * 1e-12 / (ms * 1e-3), "TFLOP/s")

@@ -88,6 +88,11 @@ def report() -> str:
         "",
         "lessons:",
     ]
+    from .cuda.host_compiler import doctor_line
+
+    compiler = doctor_line()
+    if compiler:
+        lines.insert(lines.index("lessons:") - 1, compiler)
     warning = build_warning(policy)
     if warning:
         lines[lines.index("lessons:") - 1 : lines.index("lessons:") - 1] = ["", warning]

@@ -84,6 +84,10 @@ MESSAGES: dict[str, dict[str, str]] = {
         "zh": "未运行：安全检查 {name} 先失败了；请先修好它，再看其他检查",
     },
     "needs CUDA": {"en": "needs a CUDA GPU; this machine has none", "zh": "需要 CUDA GPU；本机没有"},
+    "needs capability": {
+        "en": "needs a CUDA GPU of compute capability {need}+; this machine's is {have}",
+        "zh": "需要计算能力 {need}+ 的 CUDA GPU；本机为 {have}",
+    },
     "needs compiled Triton": {
         "en": "needs Triton compiled on a GPU of compute capability 8.0+; here kernels run in the interpreter",
         "zh": "需要在计算能力 8.0+ 的 GPU 上编译运行 Triton；本机的算子在解释器中运行",

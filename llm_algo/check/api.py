@@ -44,6 +44,7 @@ class CheckSpec:
     gate: bool = False  # a memory-safety check: when it fails, the exercise's other checks are not run
     restriction: Restriction | None = field(default=None, repr=False, compare=False)  # see Checks.restrict
     requires_compiled: bool = False  # shapes only compiled Triton grades in time: skipped under the interpreter
+    requires_capability: tuple[int, int] | None = None  # where there is a CUDA GPU: at least this capability
 
     @property
     def key(self) -> str:
@@ -67,9 +68,20 @@ class Checks:
         *,
         requires_cuda: bool = False,
         requires_compiled: bool = False,
+        requires_capability: tuple[int, int] | None = None,
         hint: str = "",
         gate: bool = False,
     ) -> Callable:
+        """Register a check of `exercise`. `requires_cuda`: needs a CUDA GPU; `requires_compiled`: needs Triton
+        compiled (not the interpreter); `requires_capability=(8, 9)`: on a machine with a CUDA GPU, that GPU must have
+        at least this compute capability (a CPU runs the check, in Triton's interpreter; add requires_cuda for a check
+        that needs a GPU anyway). Where the machine lacks it, the check reads *needs a GPU*, never passed."""
+        malformed = requires_capability is not None and (
+            len(requires_capability) != 2 or not all(isinstance(v, int) for v in requires_capability)
+        )
+        if malformed:
+            raise TypeError(f"requires_capability must be (major, minor), got {requires_capability!r}")
+
         def register(func: Callable) -> Callable:
             doc = (func.__doc__ or func.__name__.replace("_", " ")).strip().splitlines()[0]
             restriction = self.restrictions.get(exercise)
@@ -85,6 +97,7 @@ class Checks:
                     gate,
                     restriction,
                     requires_compiled,
+                    tuple(requires_capability) if requires_capability is not None else None,
                 )
             )
             return func
@@ -269,6 +282,39 @@ def expect_refused(
     expect(
         False, "accepted bad input", input=input, expected=f"{wanted} with a message", got=repr(result)[:120], hint=hint
     )
+
+
+def expect_refused_or_correct(
+    call: Callable[[], object], check_result: Callable[[object], None], input: str = "", hint: str = ""
+) -> None:
+    """For input an exercise MAY support beyond what the lesson asks (a kernel given fp32, another head size,
+    S_q != S_k under a causal mask): a ValueError or TypeError with a message passes (a clear refusal), and so does a
+    result that `check_result` accepts; another exception (a compile error, a crash further down) or a wrong
+    result fails. Grading only the refusal would fail a learner for supporting more."""
+    try:
+        result = call()
+    except (NotImplementedError, AssertionError):
+        raise
+    except (ValueError, TypeError) as exc:
+        expect(
+            bool(str(exc).strip()),
+            "refused without saying why",
+            input=input,
+            expected="an error message",
+            got=repr(exc),
+            hint=hint,
+        )
+        return
+    except Exception as exc:  # neither a refusal nor a result
+        expect(
+            False,
+            "neither refused the input clearly nor computed a result",
+            input=input,
+            expected="ValueError/TypeError with a message, or a correct result",
+            got=repr(exc)[:160],
+            hint=hint,
+        )
+    check_result(result)
 
 
 def expect_exact_int(got, want: int, input: str, hint: str, what: str = "count") -> None:

@@ -18,7 +18,8 @@ learner's code and is recorded, so an `except Exception` cannot hide it. Code th
 (`torch.compile`) is traced, not watched.
 
 `kernel=True` (Triton exercises): every call of a learner function taken through `ex` that returns normally with a
-non-empty tensor must have launched a `@triton.jit` kernel defined in the namespace (counted by wrapping each such
+non-empty tensor must have launched a `@triton.jit` kernel of the course held by the namespace: defined in it, or
+taken from an earlier lesson with `use()` (the learner's own, or that lesson's reference) (counted by wrapping each such
 kernel's `run`: a `JITFunction` on a GPU, an `InterpretedFunction` under `TRITON_INTERPRET=1`, reached through the
 `.fn` chain of `triton.autotune`/`heuristics`); a passing check that used a learner class (an `autograd.Function`,
 an `nn.Module`) or an in-place function must have launched at least one. Everything is restored when the check ends.
@@ -375,11 +376,17 @@ class Enforcement:
         seen = set()
         for value in list(self.namespace.values()):
             leaf = _kernel_leaf(value)
-            if leaf is None or id(leaf) in seen or getattr(leaf.fn, "__globals__", None) is not self.namespace:
+            if leaf is None or id(leaf) in seen or not self._course_kernel(leaf):
                 continue
             seen.add(id(leaf))
             self._patched.append((leaf, vars(leaf).get("run")))
             leaf.run = self._counting(leaf.run)
+
+    def _course_kernel(self, leaf) -> bool:
+        """A kernel written in this notebook, or in an earlier lesson's namespace that `use()` loaded (named
+        `__lesson_<id>__`, llm_algo.grading.execute): not one of a library's."""
+        scope = getattr(leaf.fn, "__globals__", None)
+        return scope is self.namespace or str((scope or {}).get("__name__", "")).startswith("__lesson_")
 
     def _counting(self, run: Callable) -> Callable:
         def counted_run(*args, **kwargs):

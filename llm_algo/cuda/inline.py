@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import linecache
 import os
@@ -24,6 +25,7 @@ import shutil
 from pathlib import Path
 
 from ..paths import state_dir
+from .host_compiler import build_environment
 
 _loaded: dict[str, object] = {}
 _ERROR = re.compile(r"^(?P<file>[^\s(]+\.(?:cu|cpp))\((?P<line>\d+)\): (?P<kind>error|warning)[^:]*: (?P<text>.*)$")
@@ -108,7 +110,9 @@ def compile_cuda(
         raise ValueError("cuda_source must be the CUDA C++ text of your kernel and its launcher")
     flags = ["-O3", "-lineinfo", *(extra_cuda_cflags or [])]
     cpp = cpp_source if cpp_source is not None else declarations(cuda_source, functions)
-    module_name = build_name(name, cuda_source, cpp, functions, flags)
+    environment, _ = build_environment()
+    compilers = [f"{key}={value}" for key, value in sorted(environment.items())]
+    module_name = build_name(name, cuda_source, cpp, functions, flags + compilers)
     if module_name in _loaded:
         return _loaded[module_name]
     if nvcc_path() is None:
@@ -116,21 +120,37 @@ def compile_cuda(
     folder = state_dir() / "cuda" / module_name
     folder.mkdir(parents=True, exist_ok=True)
     try:
-        module = load_inline(
-            module_name,
-            cpp_sources=cpp,
-            cuda_sources=cuda_source,
-            functions=functions,
-            extra_cuda_cflags=flags,
-            build_directory=str(folder),
-            verbose=False,
-        )
+        with _environment(environment):
+            module = load_inline(
+                module_name,
+                cpp_sources=cpp,
+                cuda_sources=cuda_source,
+                functions=functions,
+                extra_cuda_cflags=flags,
+                build_directory=str(folder),
+                verbose=False,
+            )
     except RuntimeError as exc:
         written_path = folder / "cuda.cu"
         written = written_path.read_text() if written_path.exists() else cuda_source
         raise CudaCompileError(explain(str(exc), cuda_source, written)) from None
     _loaded[module_name] = module
     return module
+
+
+@contextlib.contextmanager
+def _environment(overrides: dict[str, str]):
+    """os.environ with `overrides` for the duration of a build (torch's builder reads CXX and CC from it)."""
+    saved = {key: os.environ.get(key) for key in overrides}
+    os.environ.update(overrides)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def declarations(cuda_source: str, functions: list[str]) -> str:

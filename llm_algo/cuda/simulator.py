@@ -43,7 +43,41 @@ def _numba_cuda():
         raise SimulatorUnavailable(
             "numba-cuda is not installed: `pip install -r requirements/cpu.txt` (or install.py) installs it"
         ) from exc
+    _serialize_shared_allocation()
     return cuda
+
+
+def _serialize_shared_allocation() -> None:
+    """numba-cuda's simulator hands each `cuda.shared.array(...)` call site one array per block, looked up and created
+    without a lock: two threads of a block can both find none and each make its own, so one thread's stores land in
+    an array the others never read (garbage such as 6.8e+26 in a correct tiled matmul, now and then; often when
+    threads switch every 10 µs). Here the look-up and the creation happen under one lock, keyed as numba keys them:
+    the calling file and line."""
+    import threading
+
+    import numpy as np
+    from numba.cuda.simulator import kernelapi
+
+    shared = kernelapi.FakeCUDAShared
+    if getattr(shared.array, "_llm_algo_locked", False):
+        return
+    original, lock = shared.array, threading.Lock()
+
+    def array(self, shape, dtype, alignment=None):
+        if alignment is not None or shape == 0:  # refused, or the one dynamic buffer: no per-site allocation
+            return original(self, shape, dtype, alignment)
+        if isinstance(dtype, kernelapi.types.Type):
+            dtype = kernelapi.numpy_support.as_dtype(dtype)
+        frame = sys._getframe(1)
+        caller = (frame.f_code.co_filename, frame.f_lineno)
+        with lock:
+            found = self._allocations.get(caller)
+            if found is None:
+                found = self._allocations[caller] = np.empty(shape, dtype)
+        return found
+
+    array._llm_algo_locked = True
+    shared.array = array
 
 
 cuda = _numba_cuda()

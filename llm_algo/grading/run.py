@@ -118,6 +118,11 @@ def run_check(spec: CheckSpec, namespace: dict, lesson_name: str, *, triton: boo
         return CheckResult(outcome=Outcome.NEEDS_GPU, summary=t("needs CUDA"), **common)
     if spec.requires_compiled and device_policy.policy().triton_path != "compiled":
         return CheckResult(outcome=Outcome.NEEDS_GPU, summary=t("needs compiled Triton"), **common)
+    capability = device_policy.policy().capability
+    if spec.requires_capability is not None and capability is not None and capability < spec.requires_capability:
+        need = ".".join(map(str, spec.requires_capability))
+        have = ".".join(map(str, capability))
+        return CheckResult(outcome=Outcome.NEEDS_GPU, summary=t("needs capability", need=need, have=have), **common)
     seed_everything(seed_for(spec))
     start = time.perf_counter()
     with (

@@ -27,6 +27,8 @@ from ..outcome import CheckResult, Unit
 from ..settings import MAX_PRINTED_CHARS, WARM_GRADER, resolve
 from .zygote import ForkedChild, Zygote, ZygoteGone, fingerprint
 
+# How a unit's one-line error begins when its grading process died or hung on it (see `died_on_it`)
+EXITED, STALLED = "the Python process exited", "made no progress for"
 STARTUP_SECONDS = 60  # importing torch on a slow, busy machine
 QUIET_GRACE_SECONDS = 15  # beyond the per-check time limit, which the child enforces itself
 LOG_TAIL_BYTES = 2000
@@ -150,7 +152,7 @@ def _run_child(
             return _stop(
                 child,
                 events,
-                f"made no progress for {quiet_limit:g} s and was stopped "
+                f"{STALLED} {quiet_limit:g} s and was stopped "
                 "(an infinite loop in compiled code, a deadlock, or memory corrupted by an out-of-bounds write?)",
             )
         if log.stat().st_size > 2 * MAX_PRINTED_CHARS:  # output that bypassed sys.stdout: os.write, C code
@@ -169,8 +171,14 @@ def _run_child(
     last = f"; it last printed: {tail[-1][:200]}" if tail else ""
     return (
         found,
-        f"the Python process exited (code {code}) — does the code call exit(), os._exit() or crash the interpreter?{last}",
+        f"{EXITED} (code {code}) — does the code call exit(), os._exit() or crash the interpreter?{last}",
     )
+
+
+def died_on_it(message: str) -> bool:
+    """Was this unit's error its grading process dying or hanging while it ran (not a lesson that cannot load)?"""
+    where = message.split(": ", 1)[1] if message.startswith("while running ") and ": " in message else message
+    return where.startswith((EXITED, STALLED))
 
 
 def _stop(child, events: Path, why: str) -> tuple[list[dict], str]:

@@ -12,7 +12,7 @@ import torch.distributed as dist
 import torch.nn as nn
 
 from llm_algo.check import Checks, expect, expect_close, expect_refused
-from llm_algo.distributed import expect_ranks_ok, run_ranks
+from llm_algo.distributed import attempted, expect_ranks_ok, run_ranks
 
 checks = Checks("p02.zero")
 
@@ -32,29 +32,10 @@ OPTIMIZERS = {
 }
 
 
-def warm_optimizers() -> bool:
-    """Checks-side, in every rank: the first torch.optim optimizer (or DDP) of a process imports torch._dynamo,
-    seconds of CPU (tens on a loaded machine) that must not count against the deadline of the learner's code."""
-    import torch._dynamo  # noqa: F401
-
-    return True
-
-
 def ranks(fn, **options):
-    """run_ranks in the lesson's world, warmed up first (a no-op after the first call of a world)."""
-    expect_ranks_ok(run_ranks(warm_optimizers, WORLD, deadline=180.0), input="warming up the ranks (torch imports)")
-    return run_ranks(fn, WORLD, deadline=DEADLINE, **options)
-
-
-def attempted(call) -> None:
-    """Called in the grader before starting ranks: the skeleton raises NotImplementedError (not attempted); a
-    solution raises its own refusal or needs the process group, which the ranks have."""
-    try:
-        call()
-    except NotImplementedError:
-        raise
-    except Exception:  # noqa: BLE001 (a refusal, or no process group in the grader: the ranks will tell)
-        pass
+    """run_ranks in the lesson's world; the first optimizer (or DDP) of a process imports torch._dynamo, seconds of
+    CPU that are preloaded before the learner's deadline starts."""
+    return run_ranks(fn, WORLD, deadline=DEADLINE, preload=("torch._dynamo",), **options)
 
 
 def state_bytes(optimizer) -> int:

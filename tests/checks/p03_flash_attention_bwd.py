@@ -10,7 +10,15 @@ import torch
 import torch.nn.functional as F
 
 from llm_algo.bench import baseline_rows, flops_row
-from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
+from llm_algo.check import (
+    Checks,
+    describe,
+    expect,
+    expect_close,
+    expect_refused,
+    expect_refused_or_correct,
+    expect_tensor,
+)
 from llm_algo.check.restrictions import ATTENTION, AUTOGRAD, SOFTMAX
 from llm_algo.device import triton_compiled, triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
@@ -369,37 +377,6 @@ def non_contiguous_lse(ex):
     )
 
 
-def refuse_or_be_correct(call, check_result, input, hint):
-    """For inputs a kernel MAY support beyond what the lesson asks (fp32, S_q != S_k under a causal mask): a
-    ValueError or TypeError with a message passes, and so does a result that check_result accepts; any other
-    exception, or a wrong result, fails. (The same helper as in p03.flash_attention_fwd's checks; a candidate for
-    llm_algo.check.)"""
-    try:
-        result = call()
-    except (NotImplementedError, AssertionError):
-        raise
-    except (ValueError, TypeError) as exc:
-        expect(
-            bool(str(exc).strip()),
-            "refused without saying why",
-            input=input,
-            expected="an error message",
-            got=repr(exc),
-            hint=hint,
-        )
-        return
-    except Exception as exc:  # a compile error or a crash further down: neither a refusal nor a result
-        expect(
-            False,
-            "neither refused the input clearly nor computed a result",
-            input=input,
-            expected="ValueError/TypeError with a message, or a correct result",
-            got=repr(exc)[:160],
-            hint=hint,
-        )
-    check_result(result)
-
-
 @checks("flash_attention_bwd")
 def refuses_or_computes_what_it_may_not_support(ex):
     """float32 inputs and causal with S_q 16, S_k 24 (consistent out and lse, top-left causal as SDPA's is_causal):
@@ -409,7 +386,7 @@ def refuses_or_computes_what_it_may_not_support(ex):
         ("causal with S_q 16, S_k 24", backward_inputs(1, 2, 1, 16, 24, 32, True, torch.float16), True),
     ):
         q, k, v, _, _, dout = args
-        refuse_or_be_correct(
+        expect_refused_or_correct(
             lambda args=args, causal=causal: ex.flash_attention_bwd(*args, causal=causal),
             lambda got, q=q, k=k, v=v, dout=dout, causal=causal, label=label: expect_gradients(
                 got, q, k, v, dout, causal, label + " (accepted, so it must be right)"

@@ -9,7 +9,15 @@ import torch
 import torch.nn.functional as F
 
 from llm_algo.bench import baseline_rows, flops_row
-from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
+from llm_algo.check import (
+    Checks,
+    describe,
+    expect,
+    expect_close,
+    expect_refused,
+    expect_refused_or_correct,
+    expect_tensor,
+)
 from llm_algo.check.restrictions import ATTENTION, LOGSUMEXP, SOFTMAX
 from llm_algo.device import triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
@@ -67,36 +75,6 @@ def expect_attention(ex, q, k, v, causal, label, sm_scale=None, **blocks):
     """Run the learner's wrapper and compare out and lse with float64 references."""
     result = ex.flash_attention_fwd(q, k, v, causal=causal, sm_scale=sm_scale, **blocks)
     expect_attention_result(result, q, k, v, causal, label, sm_scale)
-
-
-def refuse_or_be_correct(call, check_result, input, hint):
-    """For inputs a kernel MAY support beyond what the lesson asks (fp32, another head_dim, S_q != S_k under a causal
-    mask): a ValueError or TypeError with a message passes (a clear refusal), and so does a result that check_result
-    accepts; any other exception, or a wrong result, fails. (A candidate for llm_algo.check.)"""
-    try:
-        result = call()
-    except (NotImplementedError, AssertionError):
-        raise
-    except (ValueError, TypeError) as exc:
-        expect(
-            bool(str(exc).strip()),
-            "refused without saying why",
-            input=input,
-            expected="an error message",
-            got=repr(exc),
-            hint=hint,
-        )
-        return
-    except Exception as exc:  # a compile error or a crash further down: neither a refusal nor a result
-        expect(
-            False,
-            "neither refused the input clearly nor computed a result",
-            input=input,
-            expected="ValueError/TypeError with a message, or a correct result",
-            got=repr(exc)[:160],
-            hint=hint,
-        )
-    check_result(result)
 
 
 def expect_attention_result(result, q, k, v, causal, label, sm_scale=None):
@@ -300,7 +278,7 @@ def refuses_or_computes_what_it_may_not_support(ex):
         ("head_dim 80", random_qkv(1, 4, 2, 16, 16, 80, torch.float16), False),
     ]
     for label, (q, k, v), causal in may_support:
-        refuse_or_be_correct(
+        expect_refused_or_correct(
             lambda q=q, k=k, v=v, causal=causal: ex.flash_attention_fwd(q, k, v, causal=causal),
             lambda result, q=q, k=k, v=v, causal=causal, label=label: expect_attention_result(
                 result, q, k, v, causal, label + " (accepted, so it must be right)"

@@ -4,8 +4,10 @@ a kernel builds, runs, and is loaded from the cache the second time."""
 from __future__ import annotations
 
 import linecache
+import shutil
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -85,3 +87,51 @@ def test_a_compile_error_names_the_learners_line():
     source = VECTOR_ADD.replace("c[i] = a[i] + b[i];", "c[i] = a[i] + bb[i];")
     with pytest.raises(inline.CudaCompileError, match=r"your CUDA source, line 4.*bb"):
         inline.compile_cuda(source, ["vector_add"], name="test_broken")
+
+
+def _wrapper(tmp_path, name: str, extra: str) -> str:
+    """A 'compiler' that runs the system's c++ with extra flags (as the H200 image's /opt/gcc/bin/g++ wraps g++)."""
+    script = tmp_path / name
+    script.write_text(f'#!/bin/sh\nexec /usr/bin/c++ "$@" {extra}\n')
+    script.chmod(0o755)
+    return str(script)
+
+
+needs_system_cxx = pytest.mark.skipif(
+    not (Path("/usr/bin/c++").exists() and shutil.which("readelf")), reason="needs /usr/bin/c++ and readelf"
+)
+
+
+@needs_system_cxx
+def test_a_cxx_that_links_the_cpp_runtime_statically_is_replaced_for_the_build(tmp_path, monkeypatch):
+    from llm_algo.cuda import host_compiler
+
+    static = _wrapper(tmp_path, "static-g++", "-static-libstdc++")
+    plain = _wrapper(tmp_path, "plain-g++", "")
+    assert host_compiler.links_cpp_runtime_dynamically(static) is False
+    assert host_compiler.links_cpp_runtime_dynamically(plain) is True
+
+    monkeypatch.setenv("CXX", plain)
+    monkeypatch.setenv("CC", "/usr/bin/gcc")
+    assert host_compiler.build_environment() == ({}, None)
+
+    monkeypatch.setenv("CXX", static)
+    overrides, note = host_compiler.build_environment()
+    assert overrides["CXX"] == shutil.which("c++", path="/usr/bin:/bin")
+    assert overrides["CC"] == shutil.which("cc", path="/usr/bin:/bin")
+    assert f"CXX={static}" in note and "TORCH_CHECK messages that print numbers" in note
+    assert host_compiler.doctor_line().startswith("host C++ compiler: built with the system compiler")
+    # the build's name (its cache key) changes with the compiler, so a library linked by the wrapper is not reused
+    assert inline.build_name("k", "src", "", ["f"], ["-O3"]) != inline.build_name(
+        "k", "src", "", ["f"], ["-O3", f"CXX={overrides['CXX']}"]
+    )
+
+
+def test_a_compiler_that_cannot_say_changes_nothing(tmp_path, monkeypatch):
+    from llm_algo.cuda import host_compiler
+
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
+    assert host_compiler.links_cpp_runtime_dynamically(str(tmp_path / "no-such-compiler")) is None
+    assert host_compiler.build_environment() == ({}, None)
+    monkeypatch.delenv("CXX")
+    assert host_compiler.build_environment() == ({}, None)

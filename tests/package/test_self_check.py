@@ -18,6 +18,15 @@ from tiny_lab import STALE_MUTANTS, WEAK_CHECKS, Lab, PytestRun
 CHECK_ITEMS = {"add_one::adds_one_to_two", "add_one::random_integers", "add_one::tensors_elementwise"}
 MUTANT_ITEMS = {"mutant::add_one::adds_two", "mutant::add_one::doubles"}
 BROKEN_SETUP = "import torch\nimport no_such_module_anywhere"  # any grading of the lesson fails
+CRASHING_MUTANTS = """
+from llm_algo.mutation import Mutant
+
+MUTANTS = [
+    Mutant("add_one", "exits", "kills its process (as a CUDA device-side assert can)",
+           [("return x + 1", "return __import__('os')._exit(3)")]),
+    Mutant("add_one", "adds_two", "off by one: adds two", [("return x + 1", "return x + 2")]),
+]
+"""
 
 
 @dataclass(frozen=True)
@@ -32,6 +41,7 @@ SCENARIOS = {
     "mutants": Scenario(args=("--mutants",)),
     "weak_checks": Scenario({"checks": WEAK_CHECKS}, ("--mutants",)),  # every check tries x = 1: 2 * x == x + 1
     "stale_mutant": Scenario({"mutants": STALE_MUTANTS}, ("--mutants",)),
+    "crashing_mutant": Scenario({"mutants": CRASHING_MUTANTS}, ("--mutants",)),
     "untouched_unrunnable": Scenario({"setup_code": BROKEN_SETUP}),
     "untouched_unrunnable_graded": Scenario({"setup_code": BROKEN_SETUP}, ("--grade-untouched",)),
     "self_check": Scenario(args=("--self-check",)),
@@ -115,6 +125,16 @@ def test_a_mutant_that_survives_weak_checks_fails_its_item(runs: dict) -> None:
     assert outcome == "failed"
     assert "survived: all 3 checks of exercise 'add_one' passed on it" in message
     assert "Strengthen the checks" in message
+
+
+@reads("crashing_mutant")
+def test_a_mutant_that_kills_its_grading_process_is_rejected_and_the_next_one_still_graded(runs: dict) -> None:
+    run = runs["crashing_mutant"]()
+
+    assert run.returncode == 0, run.output
+    items = run.of("02_Tiny")
+    assert items["mutant::add_one::exits"][0] == "passed"  # rejected by the crash, as `llm_algo mutate` counts it
+    assert items["mutant::add_one::adds_two"][0] == "passed"  # graded in a fresh process, rejected by a check
 
 
 @reads("stale_mutant")

@@ -1,0 +1,71 @@
+"""What checks of simulator kernels (the CPU twins of Part 04) share: recording launches, launching with a clear
+failure for an index past an array, and switching Python threads often so that simulated blocks run faster.
+
+    with recording(ex, "add_kernel") as recorder:
+        out = ex.vector_add_sim(a, b)
+    assert recorder.launches == [(4, 256)]
+    simulate(ex.add_kernel, 4, 256, a, b, out, input="n=1000", hint="guard with i < n", outside="past n")
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+
+from ..check.api import expect
+
+
+class LaunchRecorder:
+    """Stands in for a `@cuda.jit` kernel in the notebook's namespace: records each launch's configuration (as a
+    tuple, ints where they are ints), then launches the real kernel."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+        self.launches: list[tuple] = []
+
+    def __getitem__(self, config):
+        parts = config if isinstance(config, tuple) else (config,)
+        self.launches.append(tuple(int(v) if isinstance(v, int) else v for v in parts))
+        return self.kernel[config]
+
+
+@contextlib.contextmanager
+def recording(ex, name: str):
+    """Replace kernel `name` in the learner's namespace with a LaunchRecorder while the block runs."""
+    kernel = getattr(ex, name)  # a missing kernel fails the check with the package's message
+    namespace = ex._namespace
+    recorder = LaunchRecorder(kernel)
+    namespace[name] = recorder
+    try:
+        yield recorder
+    finally:
+        namespace[name] = kernel
+
+
+@contextlib.contextmanager
+def quick_switching():
+    """The simulator's threads wait on each other at every barrier; switching between Python threads often makes a
+    block several times faster (and interleaves threads more, which exposes races sooner)."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
+
+
+def simulate(kernel, grid, block, *args, input: str, hint: str, outside: str = "past the end of an array") -> None:
+    """`kernel[grid, block](*args)` in the simulator, threads switching often; an index past an array (IndexError
+    there, silent corruption on a GPU) fails the check."""
+    try:
+        with quick_switching():
+            kernel[grid, block](*args)
+    except IndexError as exc:
+        expect(
+            False,
+            "the kernel indexed past the end of an array",
+            input=input,
+            expected=f"no access {outside}",
+            got=str(exc).splitlines()[0][:160],
+            hint=hint,
+        )
