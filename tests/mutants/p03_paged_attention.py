@@ -1,0 +1,96 @@
+"""Realistic wrong versions of the p03.paged_attention solutions; every one must be rejected by a check (on the CPU
+through Triton's interpreter)."""
+
+from llm_algo.mutation import Mutant
+
+MUTANTS = [
+    Mutant(
+        "paged_decode_partials",
+        "page_and_slot_swapped",
+        "takes the page as t % block_size and the slot as t // block_size",
+        [
+            (
+                "page = tl.load(table + keys // PAGE_SIZE, mask=key_ok, other=0).to(tl.int64)",
+                "page = tl.load(table + keys % PAGE_SIZE, mask=key_ok, other=0).to(tl.int64)",
+            ),
+            ("slot = (keys % PAGE_SIZE).to(tl.int64)", "slot = (keys // PAGE_SIZE).to(tl.int64)"),
+        ],
+    ),
+    Mutant(
+        "paged_decode_partials",
+        "table_read_unmasked",
+        "loads the table entries of the padded key lanes too, following -1 or ids past the pool",
+        [
+            (
+                "page = tl.load(table + keys // PAGE_SIZE, mask=key_ok, other=0).to(tl.int64)",
+                "page = tl.load(table + keys // PAGE_SIZE).to(tl.int64)",
+            )
+        ],
+    ),
+    Mutant(
+        "paged_decode_partials",
+        "no_table_row_offset",
+        "forgets batch * stride_tb: every sequence reads sequence 0's table",
+        [("table = block_tables_ptr + batch * stride_tb", "table = block_tables_ptr")],
+    ),
+    Mutant(
+        "paged_decode_partials",
+        "no_gather",
+        "addresses the pool as if it were one contiguous cache: row t of block 0, 1, ... in order",
+        [
+            (
+                "page = tl.load(table + keys // PAGE_SIZE, mask=key_ok, other=0).to(tl.int64)",
+                "page = (keys // PAGE_SIZE).to(tl.int64)",
+            )
+        ],
+    ),
+    Mutant(
+        "paged_decode_partials",
+        "head_stride_ignored",
+        "forgets the KV head's offset inside a slot: every query group reads KV head 0",
+        [
+            ("k_head = k_ptr + kv_head * stride_kh", "k_head = k_ptr"),
+            ("v_head = v_ptr + kv_head * stride_vh", "v_head = v_ptr"),
+        ],
+    ),
+    Mutant(
+        "paged_decode_partials",
+        "validates_every_entry",
+        "checks every table entry, padding included, so a table padded with -1 is refused",
+        [("entries = block_tables[used]", "entries = block_tables.flatten()")],
+    ),
+    Mutant(
+        "paged_decode_partials",
+        "no_entry_validation",
+        "checks the lengths but not the table entries",
+        [("if bool(outside.any()):", "if False:")],
+    ),
+    Mutant(
+        "paged_decode_attention",
+        "wrapper_skips_validation",
+        "the wrapper never validates the table (and the partials are called with validate=False)",
+        [
+            (
+                "check_paged_inputs(q, key_cache, value_cache, block_tables, seq_lens, validate)\n    if num_splits",
+                "check_paged_inputs(q, key_cache, value_cache, block_tables, seq_lens, False)\n    if num_splits",
+            )
+        ],
+    ),
+    Mutant(
+        "paged_decode_attention",
+        "no_num_splits_refusal",
+        "accepts num_splits = 0",
+        [("if num_splits is not None and num_splits < 1:", "if num_splits is not None and num_splits < 0:")],
+    ),
+    Mutant(
+        "paged_decode_attention",
+        "output_in_float32",
+        "returns the combined output in float32 instead of q's dtype",
+        [
+            (
+                "return combine_splits(m, l, acc, out_dtype=q.dtype)",
+                "return combine_splits(m, l, acc, out_dtype=torch.float32)",
+            )
+        ],
+    ),
+]

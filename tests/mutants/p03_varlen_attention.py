@@ -1,0 +1,128 @@
+"""Realistic wrong versions of the p03.varlen_attention solutions; every one must be rejected by a check (on the CPU
+through Triton's interpreter)."""
+
+from llm_algo.mutation import Mutant
+
+MUTANTS = [
+    Mutant(
+        "varlen_attention",
+        "top_left_causal",
+        "aligns the causal mask to the top-left corner (j <= i), as SDPA's is_causal does",
+        [("offset = seq_len_k - seq_len_q  ", "offset = 0  ")],
+    ),
+    Mutant(
+        "varlen_attention",
+        "mask_without_offset",
+        "shifts the key loop's end by the offset but compares keys with the row alone in the mask",
+        [
+            (
+                "keep = keep & (cols[None, :] <= offs_m[:, None] + offset)",
+                "keep = keep & (cols[None, :] <= offs_m[:, None])",
+            )
+        ],
+    ),
+    Mutant(
+        "varlen_attention",
+        "loop_end_without_offset",
+        "ends the causal key loop at the tile's last row, forgetting the offset of a prefill chunk",
+        [("end = tl.minimum(start_m + BLOCK_M + offset, seq_len_k)", "end = tl.minimum(start_m + BLOCK_M, seq_len_k)")],
+    ),
+    Mutant(
+        "varlen_attention",
+        "keys_at_query_start",
+        "reads the sequence's key start from cu_seqlens_q",
+        [("k_start = tl.load(cu_seqlens_k_ptr + seq)", "k_start = tl.load(cu_seqlens_q_ptr + seq)")],
+    ),
+    Mutant(
+        "varlen_attention",
+        "gqa_modulo",
+        "maps query head h to KV head h % H_kv instead of h // (H / H_kv)",
+        [("kv_head = head // (num_heads // num_kv_heads)", "kv_head = head % num_kv_heads")],
+    ),
+    Mutant(
+        "varlen_attention",
+        "unmasked_store",
+        "stores the whole tile: rows past the sequence's end land in the next sequence (or past the buffer)",
+        [
+            (
+                "tl.store(o_ptrs, out.to(out_ptr.dtype.element_ty), mask=offs_m[:, None] < seq_len_q)",
+                "tl.store(o_ptrs, out.to(out_ptr.dtype.element_ty))",
+            )
+        ],
+    ),
+    Mutant(
+        "varlen_attention",
+        "no_cu_seqlens_validation",
+        "trusts cu_seqlens: a wrong last entry or a decreasing one goes to the kernel",
+        [("if cu[0] != 0 or cu[-1] != total or min(lens) < 0:", "if False:")],
+    ),
+    Mutant(
+        "varlen_attention",
+        "no_causal_length_check",
+        "accepts S_q > S_k under a causal mask, leaving query rows with no visible key",
+        [("if causal and sq > sk:", "if False:")],
+    ),
+    Mutant(
+        "varlen_attention",
+        "calls_sdpa",
+        "runs SDPA per sequence instead of the kernel",
+        [
+            (
+                "    out = torch.empty_like(q)\n    if total_q == 0:",
+                "    out = torch.empty_like(q)\n"
+                "    for a, b, c, e in zip(bounds[0], bounds[0][1:], bounds[1], bounds[1][1:]):\n"
+                "        if b > a:\n"
+                "            g = num_heads // num_kv_heads\n"
+                "            out[a:b] = F.scaled_dot_product_attention(q[a:b].transpose(0, 1),\n"
+                "                k[c:e].repeat_interleave(g, 1).transpose(0, 1),\n"
+                "                v[c:e].repeat_interleave(g, 1).transpose(0, 1), is_causal=causal).transpose(0, 1)\n"
+                "    return out\n"
+                "    if total_q == 0:",
+            )
+        ],
+    ),
+    Mutant(
+        "pack_sequences",
+        "int64_cu_seqlens",
+        "builds cu_seqlens with torch's default integer type (int64)",
+        [
+            (
+                "cu_seqlens = torch.zeros(len(seqs) + 1, dtype=torch.int32, device=first.device)",
+                "cu_seqlens = torch.zeros(len(seqs) + 1, dtype=torch.int64, device=first.device)",
+            )
+        ],
+    ),
+    Mutant(
+        "pack_sequences",
+        "no_leading_zero",
+        "returns the cumulative sums without the leading 0 (B entries)",
+        [
+            (
+                "return torch.cat(seqs, dim=0), cu_seqlens, max(lengths)",
+                "return torch.cat(seqs, dim=0), cu_seqlens[1:], max(lengths)",
+            )
+        ],
+    ),
+    Mutant(
+        "pack_sequences",
+        "unpack_off_by_one",
+        "unpacks with inclusive ends",
+        [
+            (
+                "return [packed[a:b] for a, b in zip(bounds, bounds[1:])]",
+                "return [packed[a:b + 1] for a, b in zip(bounds, bounds[1:])]",
+            )
+        ],
+    ),
+    Mutant(
+        "pack_sequences",
+        "no_shape_check",
+        "packs whatever it is given",
+        [
+            (
+                "if s.dim() != 3 or s.shape[1:] != first.shape[1:] or s.dtype != first.dtype or s.device != first.device:",
+                "if s.dim() != 3:",
+            )
+        ],
+    ),
+]

@@ -1,0 +1,91 @@
+"""Realistic wrong versions of the p04.offload solution; every one must be rejected by a check."""
+
+from llm_algo.mutation import Mutant
+
+MUTANTS = [
+    Mutant(
+        "offloaded_adamw",
+        "prefetch_after_update",
+        "prefetches group g + 1 only after updating g: every update waits for its own copy (no overlap)",
+        [
+            (
+                "            if g + 1 < len(self.groups):\n                self._prefetch(g + 1)\n            self._update(g)",
+                "            self._update(g)\n            if g + 1 < len(self.groups):\n                self._prefetch(g + 1)",
+            )
+        ],
+    ),
+    Mutant(
+        "offloaded_adamw",
+        "prefetch_everything",
+        "prefetches every group before the first update: all the moments are on the device at once",
+        [
+            (
+                "        self._prefetch(0)\n",
+                "        for g in range(len(self.groups)):\n            self._prefetch(g)\n",
+            ),
+            ("            if g + 1 < len(self.groups):\n                self._prefetch(g + 1)\n", ""),
+        ],
+    ),
+    Mutant(
+        "offloaded_adamw",
+        "blocking_copy_back",
+        "copies the moments back without non_blocking: the CPU stalls on every group",
+        [("host.copy_(device_copy, non_blocking=True)", "host.copy_(device_copy)")],
+    ),
+    Mutant(
+        "offloaded_adamw",
+        "no_copy_back",
+        "updates the staged moments but never writes them back: the host moments stay zero",
+        [
+            (
+                "            for host, device_copy in zip(self.host_state[i], staged):\n"
+                "                host.copy_(device_copy, non_blocking=True)\n",
+                "",
+            )
+        ],
+    ),
+    Mutant(
+        "offloaded_adamw",
+        "step_count_per_group",
+        "increments the step count once per group instead of once per step (wrong bias corrections)",
+        [
+            ("        self.t += 1\n", ""),
+            ("            self._update(g)", "            self.t += 1\n            self._update(g)"),
+        ],
+    ),
+    Mutant(
+        "offloaded_adamw",
+        "staged_never_dropped",
+        "keeps every staged group after its update: device memory grows to all of the moments",
+        [("        del self.staged[g]\n", "")],
+    ),
+    Mutant(
+        "offloaded_adamw",
+        "to_returns_the_host_tensor",
+        "stages with t.to(device, non_blocking=True), which on a CPU is the host tensor itself",
+        [
+            (
+                "torch.empty_like(t, device=self.device).copy_(t, non_blocking=True)",
+                "t.to(self.device, non_blocking=True)",
+            )
+        ],
+    ),
+    Mutant(
+        "offloaded_adamw",
+        "no_beta_check",
+        "does not validate betas",
+        [("or not all(0.0 <= b < 1.0 for b in betas)", "")],
+    ),
+    Mutant(
+        "offloaded_adamw",
+        "master_not_copied_into_param",
+        "updates the fp32 master but never copies it into the bf16 parameter: the model does not train",
+        [("                p.copy_(master)\n", "")],
+    ),
+    Mutant(
+        "offloaded_adamw",
+        "master_moments_in_param_dtype",
+        "keeps the moments in the parameter's bf16 with master weights: precision lost where it matters most",
+        [("dtype = torch.float32 if master_weights else p.dtype", "dtype = p.dtype")],
+    ),
+]

@@ -1,0 +1,106 @@
+"""Realistic wrong versions of the p04.reduction solutions; every one must be rejected by a check.
+
+The mutants of `reduction_cuda` are C++ that still compiles (only its meaning is broken), so that on a GPU they are
+rejected by a check and not by nvcc; on a CPU their checks read *needs a GPU*."""
+
+from llm_algo.mutation import Mutant
+
+MUTANTS = [
+    # block_sum_sim
+    Mutant(
+        "block_sum_sim",
+        "no_barrier_in_tree",
+        "no cuda.syncthreads() between the steps of the tree: threads read partners' values before they are written",
+        [
+            (
+                "            shared[t] += shared[t + stride]\n        cuda.syncthreads()\n",
+                "            shared[t] += shared[t + stride]\n",
+            )
+        ],
+    ),
+    Mutant(
+        "block_sum_sim",
+        "tree_stops_one_step_early",
+        "the loop runs while stride > 1: the last pair is never added",
+        [("while stride > 0:", "while stride > 1:")],
+    ),
+    Mutant(
+        "block_sum_sim",
+        "second_load_unguarded",
+        "guards the first load but not the second: the last block reads past n",
+        [("if i + THREADS < n:\n        value += x[i + THREADS]", "if i < n:\n        value += x[i + THREADS]")],
+    ),
+    Mutant(
+        "block_sum_sim",
+        "single_pass",
+        "one pass only: returns the first block's partial sum",
+        [("if blocks == 1:\n            return partial", "return partial[:1]")],
+    ),
+    # atomic_sum_sim
+    Mutant(
+        "atomic_sum_sim",
+        "plain_add",
+        "out[0] += value without an atomic: a read-modify-write that other threads interleave with on a GPU",
+        [("cuda.atomic.add(out, 0, value)", "out[0] += value")],
+    ),
+    Mutant(
+        "atomic_sum_sim",
+        "stride_is_one_block",
+        "steps by blockDim.x instead of the whole grid: elements are counted by several blocks",
+        [("i += cuda.gridsize(1)", "i += cuda.blockDim.x")],
+    ),
+    Mutant(
+        "atomic_sum_sim",
+        "keeps_last_element",
+        "value = x[i] instead of value += x[i]: each thread contributes its last element only",
+        [("value += x[i]", "value = x[i]")],
+    ),
+    # reduction_cuda (C++; each still compiles)
+    Mutant(
+        "reduction_cuda",
+        "no_barrier_after_store",
+        "no __syncthreads() between the store to shared memory and the tree: a race on shared memory",
+        [("shared[threadIdx.x] = v;\n    __syncthreads();", "shared[threadIdx.x] = v;")],
+    ),
+    Mutant(
+        "reduction_cuda",
+        "tree_stops_at_64",
+        "the tree runs while stride > 32: shared[32..63] never reaches warp 0",
+        [("stride >= 32; stride /= 2", "stride > 32; stride /= 2")],
+    ),
+    Mutant(
+        "reduction_cuda",
+        "shuffle_from_8",
+        "the shuffles start at offset 8: lanes 16-31 are never added",
+        [("int offset = 16; offset > 0", "int offset = 8; offset > 0")],
+    ),
+    Mutant(
+        "reduction_cuda",
+        "reads_x_at_n",
+        "the grid-stride loop runs while i <= n: one thread adds x[n], past the end",
+        [("i < n; i += stride", "i <= n; i += stride")],
+    ),
+    Mutant(
+        "reduction_cuda",
+        "single_pass",
+        "no second pass: returns the first block's partial sum",
+        [("block_sums(partial, out);\n    return out.reshape({});", "return partial[0];")],
+    ),
+    Mutant(
+        "reduction_cuda",
+        "plain_add",
+        "*out += total instead of atomicAdd: blocks overwrite each other's additions",
+        [("atomicAdd(out, total);", "*out += total;")],
+    ),
+    Mutant(
+        "reduction_cuda",
+        "blocks_from_n",
+        "block_sums launches ceil(n / THREADS) blocks instead of one per partial, writing past the partials",
+        [
+            (
+                "const unsigned int blocks = static_cast<unsigned int>(partial.numel());",
+                "const unsigned int blocks = static_cast<unsigned int>((x.numel() + THREADS - 1) / THREADS);",
+            )
+        ],
+    ),
+]

@@ -1,0 +1,71 @@
+"""Realistic wrong versions of the p05.speculative_engine solutions; every one must be rejected by a check."""
+
+from llm_algo.mutation import Mutant
+
+MUTANTS = [
+    Mutant(
+        "CachedLM",
+        "rollback_length_only",
+        "resets the caches' length but not their per-row lengths: the next write lands after the stale keys",
+        [("cache.lengths.fill_(length)", "pass")],
+    ),
+    Mutant(
+        "CachedLM",
+        "rollback_does_nothing",
+        "only checks the length and never truncates the caches",
+        [("cache.length = length", "pass")],
+    ),
+    Mutant(
+        "CachedLM",
+        "last_row_only",
+        "returns the logits of the last fed token only, (1, V), instead of one row per token",
+        [("return logits[0].float()", "return logits[0, -1:].float()")],
+    ),
+    Mutant(
+        "speculative_decode",
+        "accept_without_test",
+        "accepts every draft without the min(1, p/q) test: the output follows the draft's distribution",
+        [
+            (
+                "ok = bool(torch.rand((), generator=generator, dtype=torch.float64) < min(1.0, float(p[x] / q[x])))",
+                "ok = True",
+            )
+        ],
+    ),
+    Mutant(
+        "speculative_decode",
+        "resample_from_target",
+        "resamples a rejected position from the target's p instead of the residual max(0, p - q)",
+        [("residual = (p - q).clamp_min(0.0)", "residual = p.clone()")],
+    ),
+    Mutant(
+        "speculative_decode",
+        "residual_q_minus_p",
+        "takes the residual of q - p instead of p - q",
+        [("residual = (p - q).clamp_min(0.0)", "residual = (q - p).clamp_min(0.0)")],
+    ),
+    Mutant(
+        "speculative_decode",
+        "target_not_rolled_back",
+        "never rolls the target back: its cache keeps the rejected drafts",
+        [("target.rollback(start + accepted)", "pass")],
+    ),
+    Mutant(
+        "speculative_decode",
+        "no_bonus_token",
+        "emits nothing more when every draft is accepted (no bonus token from p_{k+1})",
+        [
+            (
+                "emitted = int(bonus.argmax()) if greedy else int(torch.multinomial(bonus, 1, generator=generator))",
+                "emitted = None",
+            ),
+            ("new = drafts[:accepted] + [emitted]", "new = drafts[:accepted] + ([] if emitted is None else [emitted])"),
+        ],
+    ),
+    Mutant(
+        "speculative_decode",
+        "greedy_emits_draft",
+        "in greedy mode emits the draft's token at the first mismatch instead of the target's argmax",
+        [("emitted = int(p.argmax()) if greedy else", "emitted = x if greedy else")],
+    ),
+]

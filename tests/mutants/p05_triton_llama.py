@@ -1,0 +1,115 @@
+"""Realistic wrong versions of the p05.triton_llama solutions; every one must be rejected by a check."""
+
+from llm_algo.mutation import Mutant
+
+MUTANTS = [
+    Mutant(
+        "TritonLlamaBlock",
+        "rope_on_v",
+        "rotates v instead of k with RoPE",
+        [
+            (
+                "q, k = RotaryEmbedding.apply(q, k, cos, sin, offsets)",
+                "q, v = RotaryEmbedding.apply(q, v, cos, sin, offsets)",
+            )
+        ],
+    ),
+    Mutant(
+        "TritonLlamaBlock",
+        "not_causal",
+        "calls the attention kernel with causal=False",
+        [("k.transpose(1, 2), v.transpose(1, 2), True)", "k.transpose(1, 2), v.transpose(1, 2), False)")],
+    ),
+    Mutant(
+        "TritonLlamaBlock",
+        "attention_residual_missing",
+        "replaces the residual stream with the attention's output",
+        [("x = x + out @ self.o_proj.T", "x = out @ self.o_proj.T")],
+    ),
+    Mutant(
+        "TritonLlamaBlock",
+        "default_eps",
+        "ignores the config's rms_norm_eps and uses 1e-6",
+        [("self.eps, self.theta = config.rms_norm_eps,", "self.eps, self.theta = 1e-6,")],
+    ),
+    Mutant(
+        "TritonLlamaBlock",
+        "norms_swapped",
+        "uses the post-attention norm's gain before attention",
+        [
+            (
+                "h = rms_norm(x, self.input_layernorm, self.eps)",
+                "h = rms_norm(x, self.post_attention_layernorm, self.eps)",
+            )
+        ],
+    ),
+    Mutant(
+        "TritonLlamaBlock",
+        "accepts_float32",
+        "does not check x's dtype and shape before the kernels",
+        [
+            (
+                "if x.dim() != 3 or x.shape[-1] != self.hidden_size or x.dtype != self.dtype or x.device != device:",
+                "if False:",
+            )
+        ],
+    ),
+    Mutant(
+        "TritonLlama",
+        "no_final_norm",
+        "forgets the final RMSNorm before the head",
+        [("return rms_norm(x, self.norm, self.eps) @ self.lm_head.T", "return x @ self.lm_head.T")],
+    ),
+    Mutant(
+        "TritonLlama",
+        "tied_head",
+        "uses the embedding matrix as the output head (a tied model's habit)",
+        [('self.lm_head = parameter("lm_head.weight")', "self.lm_head = self.embed_tokens")],
+    ),
+    Mutant(
+        "TritonLlama",
+        "shifted_again",
+        "shifts the targets once more although the caller already did",
+        [
+            (
+                "return fused_cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1).long())",
+                "return fused_cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), targets[:, 1:].reshape(-1).long())",
+            )
+        ],
+    ),
+    Mutant(
+        "TritonLlama",
+        "shared_weights",
+        "keeps the caller's tensors instead of copies",
+        [
+            (
+                "return nn.Parameter(state_dict[key].detach().clone().to(device=device, dtype=dtype))",
+                "return nn.Parameter(state_dict[key].detach().to(device=device, dtype=dtype))",
+            )
+        ],
+    ),
+    Mutant(
+        "TritonLlamaBlock",
+        "sdpa_instead_of_kernel",
+        "calls PyTorch's scaled_dot_product_attention instead of your FlashAttention kernels",
+        [
+            (
+                "out = FlashAttention.apply(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), True)",
+                "out = torch.nn.functional.scaled_dot_product_attention("
+                "q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True, enable_gqa=True)",
+            )
+        ],
+    ),
+    Mutant(
+        "TritonLlama",
+        "torch_cross_entropy",
+        "computes the loss with F.cross_entropy instead of your fused kernel",
+        [
+            (
+                "return fused_cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1).long())",
+                "return torch.nn.functional.cross_entropy("
+                "logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1).long())",
+            )
+        ],
+    ),
+]
