@@ -28,7 +28,7 @@ def build() -> LessonBuilder:
         copy out) over $n$ chunks; (2) `plan_pipeline`, the stream program itself — which engine does what, on which
         stream, in which device buffer, ordered by which events — run through a discrete-event model of the GPU's
         engines that finds every missing dependency; (3) `Prefetcher`, the double-buffered host-to-device batch
-        loader of NVIDIA's Apex and PyTorch Lightning, on real PyTorch streams. **Graded against** an independent
+        loader of NVIDIA's Apex ImageNet example, on real PyTorch streams. **Graded against** an independent
         model of in-order streams, events and engines (its happens-before relation and its timeline), a
         recorder of every stream operation and copy your prefetcher issues, and on a GPU the real thing: pinned
         memory, a side stream, `record_stream`. Everything except the GPU check grades on a CPU.
@@ -53,7 +53,7 @@ def build() -> LessonBuilder:
         | H200 HBM3e (datasheet) | 4.8 TB/s | 14 µs (read) |
         | PCIe Gen5 x16, one direction (spec: 32 GT/s × 16 × 128/130 / 8) | 63 GB/s | 1.07 ms |
         | PCIe Gen5 x16, one direction, typical measured | ~50–55 GB/s | ~1.3 ms |
-        | pageable host memory (staged through a driver buffer) | often half of pinned or less | |
+        | pageable host memory (staged through a driver buffer) | lower, and synchronous for the CPU (section 7 measures it) | |
 
         Take a job that streams 32 chunks of 64 MiB through the GPU: copy a chunk in, run a kernel on it for
         1 ms, copy the result out. Serially each chunk costs $1.3 + 1 + 1.3 = 3.6$ ms, 115 ms in all. But the copy
@@ -122,7 +122,7 @@ def build() -> LessonBuilder:
         $$T_\text{pipelined} = S + (n - 1)\,t_{\max}, \qquad \frac{T_\text{serial}}{T_\text{pipelined}} \xrightarrow{n \to \infty} \frac{S}{t_{\max}} \le 3 .$$
 
         Overlap turns a **sum** into a **max**: at best a 3× gain when the three stages are balanced, nothing when
-        one stage dominates (a 10 ms kernel behind 1 ms copies gains 17% at most). It is the flow-shop formula of
+        one stage dominates (a 10 ms kernel between two 1 ms copies: 12 ms per chunk become 10, a sixth saved at most). It is the flow-shop formula of
         scheduling theory for identical jobs on three machines.
 
         **Buffers.** A device buffer is busy from the start of its chunk's H2D to the end of its D2H. With $B$
@@ -196,6 +196,7 @@ def build() -> LessonBuilder:
                 if end - start > 0:
                     ax.text((start + end) / 2, y + 0.5, str(chunk), ha="center", va="center", fontsize=7, color="white")
             ax.set_yticks([0.5, 1.5, 2.5], lanes)
+            ax.set_ylim(3, 0)  # H2D on top: a chunk flows downwards
             ax.set_title(title, fontsize=9)
 
 
@@ -262,7 +263,9 @@ def build() -> LessonBuilder:
             buffers = [torch.empty_like(host_in[0], device="cuda") for _ in range(n_buffers)]  # on the current stream
             events = {}
             for number, op in plan:
-                stream = streams.setdefault(number, torch.cuda.Stream())
+                if number not in streams:
+                    streams[number] = torch.cuda.Stream()
+                stream = streams[number]
                 with torch.cuda.stream(stream):
                     if op[0] == "h2d":
                         buffers[op[2]].copy_(host_in[op[1]], non_blocking=True)
@@ -331,9 +334,9 @@ def build() -> LessonBuilder:
         def plan_pipeline(n_chunks: int, n_buffers: int) -> list:
             """[(stream, op)] in issue order: chunk c in buffer c % n_buffers, H2D/compute/D2H ordered by events."""
             # TODO: refuse n_chunks < 0 or n_buffers < 1 (ValueError)
-            # TODO: for each chunk c (buffer c % n_buffers), on a copy-in stream: wait until the buffer's previous
-            #       chunk has been copied out (from the (n_buffers)-th chunk on), h2d, record
-            # TODO: on stream 0: wait for the copy in, compute, record; on a copy-out stream: wait, d2h, record
+            # TODO: chunk c in buffer c % n_buffers; kernels on stream 0, copies on streams of their own
+            # TODO: order with record/wait: each chunk's h2d -> compute -> d2h, and a buffer's d2h -> the next h2d
+            #       into that buffer; every wait issued after the record it waits for
             ### BEGIN SOLUTION
             if n_chunks < 0 or n_buffers < 1:
                 raise ValueError(f"need n_chunks >= 0 and n_buffers >= 1, got {n_chunks} and {n_buffers}")
@@ -390,7 +393,7 @@ def build() -> LessonBuilder:
         ## 6. Exercise `Prefetcher`: the same idea on real streams
 
         A training loop reads batches from the host and computes on each. NVIDIA's Apex ImageNet example
-        (`data_prefetcher`), PyTorch Lightning and DALI overlap the two: while the model computes on batch $i$ on
+        (`data_prefetcher` in `examples/imagenet/main_amp.py`) and many training codebases after it overlap the two: while the model computes on batch $i$ on
         the current stream, batch $i+1$ is already being copied on a side stream. Write `Prefetcher(batches,
         device, streams=None)`, an iterator over `batches` (an iterable of CPU tensors) that yields each one on
         `device`. `streams` are the stream operations of the setup cell (`streams_for(device)` when `None`: real
@@ -563,8 +566,8 @@ def build() -> LessonBuilder:
         instead of their sum.
 
         **In production.** PyTorch's `DataLoader(pin_memory=True)` pins batches in a background thread, and
-        `.to(device, non_blocking=True)` in the loop makes the copy asynchronous (on the current stream; the Apex and
-        Lightning prefetchers move it to a side stream as here). FSDP issues each layer's parameter all-gather on its
+        `.to(device, non_blocking=True)` in the loop makes the copy asynchronous (on the current stream; Apex's
+        prefetcher moves it to a side stream as here). FSDP issues each layer's parameter all-gather on its
         own stream ahead of the layer (`forward_prefetch`, `backward_prefetch`) and calls `record_stream` on the
         gathered tensors; DeepSpeed ZeRO-3 prefetches parameters by buckets, and ZeRO-Offload/Infinity move
         optimizer state through pinned buffers (`p04.offload`). vLLM keeps a pinned CPU pool of KV-cache blocks

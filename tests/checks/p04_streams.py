@@ -611,15 +611,16 @@ def one_batch_ahead_with_events(ex):
 
 @checks("prefetcher")
 def prefetcher_refuses_bad_input(ex):
-    """a batch that is not a tensor: TypeError; a batch not in host memory (meta): ValueError"""
+    """a batch that is not a tensor: TypeError; a batch not in host memory (already on the device, meta): ValueError"""
     cases = [
         ([[1.0, 2.0]], "a list of floats as a batch", TypeError),
         ([torch.zeros(3), "batch"], "a string as the second batch", TypeError),
-        ([torch.zeros(3, device="meta")], "a batch on the meta device", ValueError),
+        ([torch.zeros(3, device="meta")], "a batch already on the target device (meta)", ValueError),
     ]
     for batches, label, error in cases:
+        device = batches[0].device if isinstance(batches[0], torch.Tensor) else "cpu"
         expect_refused(
-            lambda batches=batches: list(ex.Prefetcher(batches, "cpu")),
+            lambda batches=batches, device=device: list(ex.Prefetcher(batches, device)),
             input=f"Prefetcher with {label}",
             hint="in _preload: TypeError for a non-tensor, ValueError for a tensor whose device is not the CPU",
             errors=(error,),
