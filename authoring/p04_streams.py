@@ -390,6 +390,32 @@ def build() -> LessonBuilder:
         the copy out of chunk $c$, so the copy engines take turns. With three, the two copy engines run back to
         back and compute hides underneath them: the makespan is $S + (n-1) t_{\max}$.
 
+        ### What a missing wait looks like
+
+        Below, the copies in go to stream 1, the kernels to stream 0 and the copies out to stream 2, with no events
+        at all. Nothing orders a kernel after its copy, so each kernel starts as soon as the compute engine is free:
+        the bars outlined in red start before their input is there (a kernel reading a half-copied chunk, a copy out
+        of a result not yet computed). It even *looks* faster. On a real GPU such a bug gives wrong numbers only
+        when the copy happens to be slower than the work queued before the kernel, which is why the checks judge a
+        plan by its happens-before order, for any durations, and not by one timeline.
+    """)
+    lesson.code(r"""
+        racy = []
+        for c in range(6):
+            racy += [(1, h2d(c, c % 3)), (0, compute(c, c % 3)), (2, d2h(c, c % 3))]
+        bars, makespan = simulate_plan(racy, 1.3, 1.0, 1.3)
+        ready = {("compute", chunk): end for engine, chunk, _, end in bars if engine == "H2D copy"}
+        ready.update({("D2H copy", chunk): end for engine, chunk, _, end in bars if engine == "compute"})
+        fig, ax = plt.subplots(figsize=(9, 1.7))
+        draw_timeline(ax, bars, f"no events: {makespan:.1f} ms, and wrong")
+        for engine, chunk, start, end in bars:
+            if start < ready.get((engine, chunk), 0.0):
+                y = list(ENGINES.values()).index(engine)
+                ax.broken_barh([(start, end - start)], (y + 0.1, 0.8), facecolors="none", edgecolor="red", linewidth=2)
+        ax.set_xlabel("ms (red: starts before its input is ready)")
+        plt.tight_layout(); plt.show()
+    """)
+    lesson.md(r"""
         ## 6. Exercise `Prefetcher`: the same idea on real streams
 
         A training loop reads batches from the host and computes on each. NVIDIA's Apex ImageNet example
