@@ -72,11 +72,11 @@ def build() -> LessonBuilder:
 
         **Streams** (流). A stream is an in-order queue: the operations issued to one stream run one after the other,
         each starting after the previous one has *finished*. Operations on *different* streams have no order
-        unless you add one, so they may overlap. PyTorch issues everything to the **current stream** (the default
+        unless you add one, so they may overlap: that is all a CUDA stream is. PyTorch issues everything to the **current stream** (the default
         stream unless you enter `with torch.cuda.stream(s):`); every operation only *enqueues* work and returns to
         the CPU at once.
 
-        **Events** (事件). An event is a marker in a stream:
+        **Events** (事件). A CUDA event is a marker in a stream:
 
         | call | what it does | who waits |
         | --- | --- | --- |

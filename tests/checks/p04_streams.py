@@ -573,8 +573,8 @@ def expect_discipline(ex, device, count, inner=None, consume=None):
 
 @checks("prefetcher")
 def yields_every_batch(ex):
-    """lists and generators of 0, 1 and 6 batches, float32, float16, int64, bool, an empty (0, 3) batch: every batch
-    in order, equal, same dtype and shape, on the device; then StopIteration"""
+    """lists and generators of 0, 1, 3 and 6 batches, float32, float16, int64, bool, an empty (0, 3) batch: every
+    batch in order, equal, same dtype and shape; on the meta device, moved there; then StopIteration"""
     for count, dtype, shape in ((6, torch.float32, (4, 3)), (1, torch.float16, (9,)), (3, torch.int64, (2, 2, 2))):
         batches = host_batches(count, dtype, shape)
         for source in (batches, (b for b in batches)):
@@ -589,6 +589,17 @@ def yields_every_batch(ex):
                     expected=f"batch {i}: {tuple(b.shape)} {b.dtype}",
                     got=f"{tuple(g.shape)} {g.dtype}" if isinstance(g, torch.Tensor) else repr(g),
                 )
+    batches = host_batches(3, torch.float32, (2, 5))
+    got = list(ex.Prefetcher(batches, "meta"))
+    expect(
+        len(got) == 3
+        and all(g.device.type == "meta" and g.shape == b.shape for g, b in zip(got, batches, strict=True)),
+        "the batches are not moved to the device",
+        input="Prefetcher(3 float32 batches (2, 5), 'meta') (meta: a device without data, available everywhere)",
+        expected="3 tensors (2, 5) on meta",
+        got=str([(tuple(g.shape), str(g.device)) for g in got]),
+        hint="host.to(self.device, non_blocking=True)",
+    )
     for batches in ([], [torch.zeros(0, 3)], [torch.rand(3) > 0.5, torch.rand(4) > 0.5]):
         got = list(ex.Prefetcher(batches, torch.device("cpu")))
         expect(
