@@ -18,7 +18,8 @@ def build() -> LessonBuilder:
         intro=r"""
         An H200 reads its own HBM at 4.8 TB/s (NVIDIA's datasheet), but everything that enters or leaves it from the
         host crosses PCIe Gen5 x16: 32 GT/s × 16 lanes ≈ 63 GB/s **per direction** on paper, about 50–55 in
-        practice. That is 75–90× slower. A batch of data, a KV-cache block swapped out by vLLM, an optimizer state
+        practice (NVIDIA's GH200 superchip replaces this link with NVLink-C2C at 900 GB/s). That is
+        75–90× slower than HBM. A batch of data, a KV-cache block swapped out by vLLM, an optimizer state
         offloaded by DeepSpeed, a layer's weights prefetched by FSDP: all of them ride this link, and the only way
         to hide it is to keep the GPU computing *while* the bytes move. The GPU can: it has separate **copy
         engines** for each direction next to its compute engine, and a program tells them what may run together
