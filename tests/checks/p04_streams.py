@@ -16,6 +16,12 @@ from llm_algo.bench import bandwidth_row, copy_row
 from llm_algo.check import Checks, expect, expect_refused
 
 checks = Checks("p04.streams")
+checks.restrict(
+    "prefetcher",
+    forbid=[torch.cuda.synchronize, torch.cuda.Stream.synchronize, torch.cuda.Event.synchronize],
+    instead="it blocks the CPU until the GPU catches up; make the current stream wait for the copy's event "
+    "(streams.wait) and let the CPU run ahead",
+)
 
 # ----------------------------------------------------------------------------------------------------------------
 # The checks' model of the engines

@@ -116,6 +116,17 @@ MUTANTS = [
     ),
     Mutant(
         "prefetcher",
+        "cpu_synchronize",
+        "blocks the CPU until the copy has finished (torch.cuda.synchronize) instead of a GPU-side wait",
+        [
+            (
+                "        self.streams.wait(current, ready)  # a GPU-side wait: the CPU goes on issuing work\n",
+                "        torch.cuda.synchronize()\n",
+            )
+        ],
+    ),
+    Mutant(
+        "prefetcher",
         "no_record_stream",
         "never hands the batch over to the current stream (no record_stream): use-after-free in the allocator",
         [("        self.streams.hand_over(batch, current)", "        pass")],
