@@ -61,8 +61,8 @@ def build() -> LessonBuilder:
         The load of step 1 is a chain: the store to shared memory needs the value in the register, so the thread
         *stalls* until the global load returns. How long is that? HBM is hundreds of cycles away: microbenchmark
         studies of Ampere and Hopper (for example Luo et al., *Benchmarking and Dissecting the Nvidia Hopper GPU
-        Architecture*, 2024) put a global load that misses the caches in the range of roughly 500-800 SM cycles, a few
-        hundred nanoseconds at about 2 GHz. A block of the lesson's C++ kernel computes for only a few hundred cycles per
+        Architecture*, 2024) measure a global load that misses the caches at several hundred SM cycles; this lesson
+        takes 500-800 cycles as the order of magnitude, a few hundred nanoseconds at about 2 GHz. A block of the lesson's C++ kernel computes for only a few hundred cycles per
         $K$ step ($64 \times 64$ outputs $\times$ 16 multiply-adds on 256 threads: 64 FMAs each). So a block alone would
         spend more time waiting than computing; the GPU hides part of this by running other blocks on the same SM while
         this one waits (occupancy), but only as far as registers and shared memory allow several blocks per SM.
@@ -90,7 +90,7 @@ def build() -> LessonBuilder:
         | `cp.async.cg.shared.global [d], [s], 16, src_size;` | `__pipeline_memcpy_async(d, s, 16, zfill)` | start a copy; bytes past `src_size` (the last `zfill`) are written as zeros |
         | `cp.async.commit_group;` | `__pipeline_commit()` | close the copies issued since the last commit into one group (an empty group is allowed) |
         | `cp.async.wait_group N;` | `__pipeline_wait_prior(N)` | wait until at most the newest $N$ committed groups are still pending |
-        | `cp.async.wait_all;` | `__pipeline_wait_prior(0)` | wait for everything |
+        | `cp.async.wait_all;` | `__pipeline_commit(); __pipeline_wait_prior(0);` | commit the open copies, then wait for everything |
 
         Three rules make or break a pipeline:
 
