@@ -299,8 +299,9 @@ def build() -> LessonBuilder:
 
         Write `pipelined_time(num_tiles, load_cycles, compute_cycles, stages)`, the total time $T$ of the schedule of
         section 4 under this model, **in closed form** (the checks compare it with their own event simulation, for
-        counts up to $10^{12}$ tiles where a loop would not finish). Refuse a non-`int` count or stage number and
-        negative or non-finite times (`TypeError`/`ValueError`), and `stages < 2`.
+        counts up to $10^{12}$ tiles where a loop would not finish). Refuse with `TypeError` a count or stage number that is not
+        an `int` (or is a `bool`) and a time that is not a number, and with `ValueError` `num_tiles < 0`, `stages < 2`
+        and negative or non-finite times.
     """)
     lesson.exercise(
         "pipeline_time",
@@ -364,8 +365,8 @@ def build() -> LessonBuilder:
           thread finished step $t-1$, which read the buffer that tile $t+1$ now overwrites.
 
         Loads are 0 outside the matrices, `row = blockIdx.y * TILE + threadIdx.y`, `col = blockIdx.x * TILE +
-        threadIdx.x`, the store is guarded. The launcher `double_buffered_matmul_sim(A, B)` checks its inputs (2-D
-        float32 NumPy arrays with matching inner dimensions; `TypeError`/`ValueError` otherwise) and launches
+        threadIdx.x`, the store is guarded. The launcher `double_buffered_matmul_sim(A, B)` checks its inputs (`TypeError`
+        for anything but float32 NumPy arrays, `ValueError` for arrays that are not 2-D or whose inner dimensions differ) and launches
         $(\lceil N/T \rceil, \lceil M/T \rceil)$ blocks of $(T, T)$ threads (none for an empty $C$). A check replays
         every shared-memory access your kernel makes and fails on two threads touching the same element between the
         same two barriers (one of them writing): a **data race**, found whatever order the threads happened to run in.
