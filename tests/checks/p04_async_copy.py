@@ -13,11 +13,7 @@ NaN-filled buffers."""
 from __future__ import annotations
 
 import contextlib
-import linecache
 import math
-import sys
-import threading
-from collections import defaultdict
 
 import numpy as np
 import torch
@@ -25,6 +21,7 @@ import torch
 from llm_algo.bench import flops_row
 from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
 from llm_algo.check.restrictions import MATMUL
+from llm_algo.cuda.races import first_race, tracing_shared_memory
 from llm_algo.cuda.sim_checks import LaunchRecorder, quick_switching, recording, simulate
 from llm_algo.references.kernels import expect_guard_untouched, guarded
 
@@ -515,118 +512,6 @@ HINT_BUFFERS = (
     "tile 0 into buffer 0 before the loop; at step t: cuda.syncthreads(), then tile t + 1 into buffer (t + 1) % 2, "
     "then the multiply-adds from buffer t % 2"
 )
-
-
-class SharedAccessLog:
-    def __init__(self):
-        self.accesses: list[tuple] = []  # (block, address, thread, barriers passed, is_write, name, index)
-        self.barriers: dict[tuple, int] = {}  # (block, thread) -> barriers passed
-
-
-class TracedShared(np.ndarray):
-    """A shared array that logs every element read and write with the simulator thread and its barrier count."""
-
-    log: SharedAccessLog | None = None
-    name = "a shared array"
-
-    def __array_finalize__(self, obj):
-        if obj is not None:
-            self.name = getattr(obj, "name", "a shared array")
-
-    def _record(self, key, write: bool) -> None:
-        index = key if isinstance(key, tuple) else (key,)
-        if len(index) != self.ndim or not all(isinstance(k, (int, np.integer)) for k in index):
-            return  # a view or a slice: its element accesses are logged through the view
-        index = tuple(int(k) % n if n else int(k) for k, n in zip(index, self.shape, strict=True))
-        address = self.__array_interface__["data"][0] + sum(k * s for k, s in zip(index, self.strides, strict=True))
-        thread = threading.current_thread()
-        block, me = getattr(thread, "blockIdx", None), getattr(thread, "threadIdx", None)
-        if block is None or TracedShared.log is None:
-            return
-        TracedShared.log.accesses.append(
-            (
-                (block.x, block.y, block.z),
-                address,
-                (me.x, me.y, me.z),
-                getattr(thread, "barriers_passed", 0),
-                write,
-                self.name,
-                index,
-            )
-        )
-
-    def __getitem__(self, key):
-        self._record(key, False)
-        return np.ndarray.__getitem__(self, key)
-
-    def __setitem__(self, key, value):
-        self._record(key, True)
-        np.ndarray.__setitem__(self, key, value)
-
-
-@contextlib.contextmanager
-def tracing_shared_memory():
-    """While the block runs, `cuda.shared.array` hands out NaN-filled TracedShared arrays (one per call site, as the
-    simulator does) and `cuda.syncthreads()` counts each thread's barriers."""
-    from numba.cuda.simulator import kernelapi
-    from numba.cuda.simulator.kernel import BlockThread
-
-    log = SharedAccessLog()
-    original_array, original_sync = kernelapi.FakeCUDAShared.array, BlockThread.syncthreads
-    lock = threading.Lock()
-
-    def array(self, shape, dtype, alignment=None):
-        if alignment is not None or shape == 0:
-            return original_array(self, shape, dtype, alignment)
-        if isinstance(dtype, kernelapi.types.Type):
-            dtype = kernelapi.numpy_support.as_dtype(dtype)
-        frame = sys._getframe(1)
-        key = ("traced", frame.f_code.co_filename, frame.f_lineno)
-        with lock:
-            found = self._allocations.get(key)
-            if found is None:
-                fill = np.nan if np.dtype(dtype).kind == "f" else 0
-                found = np.full(shape, fill, dtype=dtype).view(TracedShared)
-                line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
-                found.name = line.split("=")[0].strip() if "=" in line else f"the shared array of line {frame.f_lineno}"
-                self._allocations[key] = found
-        return found
-
-    def syncthreads(self):
-        original_sync(self)
-        self.barriers_passed = getattr(self, "barriers_passed", 0) + 1
-        me, block = self.threadIdx, self.blockIdx
-        log.barriers[((block.x, block.y, block.z), (me.x, me.y, me.z))] = self.barriers_passed
-
-    kernelapi.FakeCUDAShared.array = array
-    BlockThread.syncthreads = syncthreads
-    TracedShared.log = log
-    try:
-        yield log
-    finally:
-        kernelapi.FakeCUDAShared.array = original_array
-        BlockThread.syncthreads = original_sync
-        TracedShared.log = None
-
-
-def first_race(log: SharedAccessLog) -> str | None:
-    """Two threads of a block touching one element between the same two barriers, one of them writing."""
-    touches: dict[tuple, list[tuple]] = defaultdict(list)
-    for block, address, thread, epoch, write, name, index in log.accesses:
-        touches[(block, address, epoch)].append((thread, write, name, index))
-    for (block, _, epoch), accesses in touches.items():
-        writers = [a for a in accesses if a[1]]
-        if not writers:
-            continue
-        writer = writers[0]
-        other = next((a for a in accesses if a[0] != writer[0]), None)
-        if other is not None:
-            element = f"{writer[2]}[{', '.join(map(str, writer[3]))}]"
-            return (
-                f"block {block[:2]}: thread {writer[0][:2]} writes {element} and thread {other[0][:2]} "
-                f"{'writes' if other[1] else 'reads'} it between barrier {epoch} and barrier {epoch + 1}"
-            )
-    return None
 
 
 @checks("double_buffer_sim")
