@@ -160,10 +160,12 @@ def build() -> LessonBuilder:
         What you decided: one row per program, the block covers the row, the masks, fp32 math, `num_warps`. What the
         compiler decided for you: how the `BLOCK_SIZE` lanes are spread over `num_warps × 32` threads (its *layout*:
         each thread gets several consecutive elements, so the loads become 128-bit vector loads when it can prove the
-        alignment — Triton specialises integer arguments divisible by 16, and pointers are assumed 16-byte aligned),
+        alignment — at each launch Triton notes which pointer arguments are 16-byte aligned and which integer
+        arguments are multiples of 16, and compiles a version specialised for that),
         and how `tl.sum` is lowered: a reduction inside each thread, warp shuffles, then shared memory across warps —
         the CUDA you will write by hand in section 5, generated. `num_warps` is the one launch knob that matters here:
-        4 warps for rows up to 2048 elements, 8 up to 8192, 16 beyond (the heuristic Liger-Kernel and Unsloth use),
+        4 warps for rows up to 2048 elements, 8 up to 8192, 16 beyond (close to the `calculate_settings` of Unsloth
+        and Liger-Kernel, which also grow `num_warps` with `BLOCK_SIZE`),
         so that each thread holds a handful of elements rather than hundreds of registers' worth.
 
         ## Exercise `rmsnorm_triton`
@@ -471,9 +473,9 @@ def build() -> LessonBuilder:
         **meta tensors** (shapes and dtypes, no data) of the benchmark's size under a `TorchDispatchMode` that records
         every ATen operator — in eager mode on a GPU, one kernel launch each — and the bytes of the tensors each one
         reads and writes. It also counts the non-blank, non-comment lines of your three implementations as they stand
-        in this notebook. The fused kernels (yours, and the one `torch.compile` generates) launch one kernel and move
-        the ideal $2NHb + Hb$ bytes (plus, for `torch.compile`, nothing we count here: its generated Triton kernel is
-        the one you wrote in section 4, give or take a loop).
+        in this notebook. The other three bars are stated, not counted: the fused kernels (yours, and the one
+        `torch.compile` generates, which is not run here) are one launch each and move the ideal $2NHb + Hb$ bytes
+        from HBM — a second pass over a row that was just read is served by L1/L2.
     """)
     lesson.code(r"""
         from torch.utils._python_dispatch import TorchDispatchMode
@@ -600,9 +602,10 @@ def build() -> LessonBuilder:
           near the copy; where it decomposes into the eager ops it behaves like the composition (measured on an
           H200: to be filled from `python -m llm_algo bench p04.cuda_vs_triton`).
         - **At $4096 \times 4096$ fp32** the ideal time is 28 µs at the spec bandwidth: a few microseconds of launch
-          and a grid of 4096 blocks on 132 SMs (31 waves of ~8 resident blocks... or fewer, depending on occupancy)
-          make the tail and the Python overhead of each wrapper visible, so every fused row drops further below the
-          copy than at the large shape (measured on an H200: to be filled from `python -m llm_algo bench
+          and Python overhead per call (the Triton wrapper's checks, the extension's dispatch), and a grid of 4096
+          blocks on 132 SMs (about 3.9 waves if 8 blocks of 256 threads fit on an SM) with a partly idle last wave,
+          are no longer small next to it, so every fused row should drop further below the copy than at the large
+          shape (measured on an H200: to be filled from `python -m llm_algo bench
           p04.cuda_vs_triton`).
     """)
     lesson.stop()
@@ -643,7 +646,7 @@ def build() -> LessonBuilder:
 
         | | PyTorch eager | `torch.compile` | Triton | CUDA C++ |
         | --- | --- | --- | --- | --- |
-        | you write | 4 lines | the same 4 lines | a row-level kernel + wrapper (~30 lines) | threads, vectors, reductions, dispatch (~100 lines) |
+        | you write (section 6 counts) | ~14 lines with validation; the math is 4 | the same | ~40 lines: a row-level kernel + wrapper | ~115 lines: threads, vectors, reductions, launcher, dtype dispatch |
         | decided for you | everything (one kernel per op) | fusion, the generated kernel, its launch | thread layout, vector widths, shared memory, reductions, pipelining | nothing |
         | kernels / traffic | ~9 / ~10× ideal | 1 / ideal | 1 / ideal | 1 / ideal |
         | portability | every backend | CUDA, ROCm, CPU (C++) | NVIDIA and AMD GPUs (and its interpreter) | NVIDIA; AMD through a HIP port (hipify) |
@@ -657,7 +660,8 @@ def build() -> LessonBuilder:
         CUDA RMSNorm (with quantisation fused). Training libraries that care about readability and AMD support write
         Triton: Liger-Kernel's `LigerRMSNormFunction` and Unsloth's `fast_rms_layernorm` are the kernel of section 4
         plus a backward (`p03.rmsnorm`). PyTorch added `F.rms_norm` and `nn.RMSNorm` in 2.4 as a composite of the eager
-        ops, and later releases added fused kernels behind it; `torch.compile` of any of these gives one Triton
+        ops; later releases route it on CUDA to a fused kernel, `aten._fused_rms_norm` (on other devices it may still
+        decompose into the eager ops: the benchmark shows which you got); `torch.compile` of any of these gives one Triton
         kernel. The choice in practice: start from the PyTorch spec, let `torch.compile` fuse it, write Triton when
         you need a fusion the compiler does not find (a norm fused with a residual add, a quantisation, a
         backward's two-stage reduction), and drop to CUDA when you need control Triton does not give — specific

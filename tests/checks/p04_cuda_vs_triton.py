@@ -209,7 +209,8 @@ def triton_fp32_math_and_eps(ex):
 
 @checks("rmsnorm_triton")
 def triton_strided_and_empty_inputs(ex):
-    """x = wide[:, :70] (row stride 130, read in place), a transposed 3-D x, and zero rows (an empty result)"""
+    """x = wide[:, :70] (row stride 130, read in place), a transposed 3-D x, t.T (column stride 2), an expanded
+    column (column stride 0), a strided weight, a 1-D x, H == MAX_FUSED_COLS, and zero rows (an empty result)"""
     device = triton_device()
     wide, weight = activations((9, 130), torch.float32, device=device)
     x, weight = wide[:, :70], weight[:70].contiguous()
@@ -231,6 +232,47 @@ def triton_strided_and_empty_inputs(ex):
         label=describe(x=x) + f" strides {x.stride()}",
         hint="reshape x to (N, H) rows and make them contiguous when the column stride is not 1",
     )
+    base, _ = activations((40, 2), torch.float32, device=device)
+    x, weight = base.T, 1 + 0.5 * torch.randn(40, device=device)
+    expect_rmsnorm(
+        ex.rmsnorm_triton(x, weight, 1e-6),
+        x,
+        weight,
+        1e-6,
+        label=describe(x=x) + f" = t.T, strides {x.stride()} (column stride 2)",
+        hint="rows with a column stride other than 1 must be made contiguous before the kernel reads them",
+    )
+    x = (torch.randn(5, 1, device=device) + 0.3).expand(5, 37)
+    weight = 1 + 0.5 * torch.randn(37, device=device)
+    expect_rmsnorm(
+        ex.rmsnorm_triton(x, weight, 1e-6),
+        x,
+        weight,
+        1e-6,
+        label=describe(x=x) + f" = a column expanded, strides {x.stride()} (column stride 0)",
+        hint="rows with a column stride other than 1 must be made contiguous before the kernel reads them",
+    )
+    x, wide_weight = activations((3, 2 * 50), torch.float32, device=device)
+    x, weight = x[:, :50], wide_weight[::2]
+    expect_rmsnorm(
+        ex.rmsnorm_triton(x, weight, 1e-6),
+        x,
+        weight,
+        1e-6,
+        label=describe(x=x, weight=weight) + f" with weight = w[::2] (stride {weight.stride(0)})",
+        hint="the kernel reads the weight with unit stride: make it contiguous",
+    )
+    x, weight = activations((96,), torch.float16, device=device)
+    expect_rmsnorm(ex.rmsnorm_triton(x, weight, 1e-6), x, weight, 1e-6, label=describe(x=x) + " (one 1-D vector)")
+    x, weight = activations((1, ex.MAX_FUSED_COLS), torch.float32, device=device)
+    expect_rmsnorm(
+        ex.rmsnorm_triton(x, weight, 1e-6),
+        x,
+        weight,
+        1e-6,
+        label=describe(x=x) + " (H == MAX_FUSED_COLS)",
+        hint="H == MAX_FUSED_COLS fits in one block: refuse only H > MAX_FUSED_COLS",
+    )
     x = torch.randn(0, 64, device=device)
     got = ex.rmsnorm_triton(x, torch.ones(64, device=device), 1e-6)
     expect_tensor(got, shape=(0, 64), dtype=torch.float32, input="x (0, 64): no rows", hint="return an empty (0, 64) y")
@@ -238,7 +280,8 @@ def triton_strided_and_empty_inputs(ex):
 
 @checks("rmsnorm_triton")
 def triton_refuses_bad_input(ex):
-    """an integer x (TypeError); a weight of the wrong length, zero columns, MAX_FUSED_COLS + 1 columns (ValueError)"""
+    """an integer x (TypeError); a weight of the wrong length, zero columns, a 0-dim x, MAX_FUSED_COLS + 1 columns
+    (ValueError)"""
     device = triton_device()
     x = torch.randn(4, 6, device=device)
     too_wide = ex.MAX_FUSED_COLS + 1
@@ -246,6 +289,7 @@ def triton_refuses_bad_input(ex):
         ("x int32 (4, 6)", lambda: ex.rmsnorm_triton(x.to(torch.int32), torch.ones(6, device=device)), (TypeError,)),
         ("x (4, 6), weight (5,)", lambda: ex.rmsnorm_triton(x, torch.ones(5, device=device)), (ValueError,)),
         ("x (3, 0): no columns", lambda: ex.rmsnorm_triton(x[:3, :0], torch.ones(0, device=device)), (ValueError,)),
+        ("x = tensor(2.0) (0-dim)", lambda: ex.rmsnorm_triton(x[0, 0], torch.ones(1, device=device)), (ValueError,)),
         (
             f"x (1, {too_wide}): one column more than MAX_FUSED_COLS",
             lambda: ex.rmsnorm_triton(torch.randn(1, too_wide, device=device), torch.ones(too_wide, device=device)),
@@ -412,8 +456,12 @@ def benchmark(ex):
         w = (1 + 0.5 * torch.randn(h, device="cuda")).to(dtype)
         moved = 2 * x.numel() * x.element_size() + w.numel() * w.element_size()
         shape = f"{n}x{h} {name}"
-        rows.append(bandwidth_row("CUDA C++ rmsnorm_cuda", shape, lambda x=x, w=w: module.rmsnorm_cuda(x, w, 1e-6), moved))
-        rows.append(bandwidth_row("Triton rmsnorm_triton", shape, lambda x=x, w=w: ex.rmsnorm_triton(x, w, 1e-6), moved))
+        rows.append(
+            bandwidth_row("CUDA C++ rmsnorm_cuda", shape, lambda x=x, w=w: module.rmsnorm_cuda(x, w, 1e-6), moved)
+        )
+        rows.append(
+            bandwidth_row("Triton rmsnorm_triton", shape, lambda x=x, w=w: ex.rmsnorm_triton(x, w, 1e-6), moved)
+        )
         rows += baseline_rows("PyTorch rmsnorm_torch", shape, ex.rmsnorm_torch, (x, w, 1e-6), bytes_moved=moved)
         rows.append(bandwidth_row("F.rms_norm", shape, lambda x=x, w=w: _f_rms_norm(x, w, 1e-6), moved))
         rows.append(copy_row(x.numel() * x.element_size()))
