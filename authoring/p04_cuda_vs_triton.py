@@ -11,7 +11,7 @@ def build() -> LessonBuilder:
         title_zh="CUDA、Triton 与 PyTorch：同一个融合 RMSNorm 的三种写法与计时",
         difficulty="medium",
         device="cpu",
-        minutes=120,
+        minutes=150,
         prerequisites=["p03.rmsnorm", "p04.warp_primitives", "p04.reduction"],
         triton=True,
     )
@@ -24,11 +24,13 @@ def build() -> LessonBuilder:
 
         **You will implement** the same algorithm three ways: the PyTorch composition with a correct fp32 upcast
         (`rmsnorm_torch`), a one-program-per-row Triton kernel (`rmsnorm_triton`), and a one-block-per-row CUDA C++
-        kernel with 128-bit loads, warp shuffles and a shared-memory step across warps (`rmsnorm_cuda`). Then one
+        kernel with 128-bit loads, warp shuffles and a shared-memory step across warps (`rmsnorm_cuda`) — first as a
+        thread-level model in PyTorch built on your `warp_allreduce` from `p04.warp_primitives`
+        (`rmsnorm_block_model`), then in C++. Then one
         benchmark times them side by side with `torch.compile` and `F.rms_norm`, against a device-to-device copy.
         **Graded against** float64 `F.rms_norm`, a hand-worked row, guard buffers around every output a kernel
-        writes, and refused bad input. The PyTorch and Triton exercises grade on any machine (Triton through its
-        interpreter); the CUDA C++ one on a GPU (on a CPU it reads *needs a GPU*).
+        writes, and refused bad input. The PyTorch, Triton and thread-model exercises grade on any machine (Triton
+        through its interpreter); the CUDA C++ one on a GPU (on a CPU it reads *needs a GPU*).
     """
     )
     lesson.md(r"""
@@ -38,7 +40,7 @@ def build() -> LessonBuilder:
         - **访存受限 (memory-bound)**：理想流量是 $2NHb + Hb$ 字节（读一次 $x$、写一次 $y$、读一次权重）；H200 的 HBM3e 规格带宽 4.8 TB/s，$32768 \times 4096$ bf16 的理想时间约 112 µs。
         - **PyTorch eager**：`x.float().pow(2).mean(-1, keepdim=True)` 等组合会启动约 9 个 kernel，每个都把中间结果写回显存，流量约为融合版本的 10 倍；`torch.compile` 把它们融合成一个生成的 Triton kernel。
         - **Triton**：一行一个 program，`BLOCK_SIZE` 覆盖整行，`mask` + `other=0.0`，`tl.sum` 归约；布局、向量化、共享内存和 warp 间归约由编译器决定，你只选 `BLOCK_SIZE` 和 `num_warps`。
-        - **CUDA C++**：一行一个 block；每个线程以 fp32 累加跨步部分平方和，128-bit 向量化读取（需要对齐和整除检查），warp shuffle 归约，再经共享内存跨 warp 归约，广播 `inv_rms`，最后乘以权重写回——一切都由你决定。
+        - **CUDA C++**：一行一个 block；每个线程以 fp32 累加跨步部分平方和，128-bit 向量化读取（需要对齐和整除检查），warp shuffle 归约，再经共享内存跨 warp 归约，广播 `inv_rms`，最后乘以权重写回——一切都由你决定。先在 PyTorch 的线程级模型上（用 `p04.warp_primitives` 的 `warp_allreduce`）实现同样的三级归约，CPU 上即可评分。
         - **易错点**：忘记升到 fp32（fp16 中 $x^2$ 在 $|x| > 256$ 时溢出）、忘记转回原 dtype、均值除以填充后的长度、eps 放在根号外、只做 warp 内归约而漏掉跨 warp 一步、未对齐时仍用向量化读取。
         - **生产选择**：vLLM、SGLang、TensorRT-LLM 用 CUDA（融合残差加法与量化）；Liger-Kernel、Unsloth 用 Triton；PyTorch 自带 `F.rms_norm`（2.4 起）。Triton 也能在 AMD GPU 上运行，CUDA 需要 HIP 移植。
     """)
@@ -92,6 +94,9 @@ def build() -> LessonBuilder:
         import triton.language as tl
 
         from llm_algo.cuda.inline import compile_cuda
+
+        # The butterfly of p04.warp_primitives: every lane of values (..., 32) ends with the sum over its warp
+        warp_allreduce = lesson.use("p04.warp_primitives", "warp_allreduce")
     """)
     lesson.md(r"""
         ## 3. Way one: PyTorch, eager
@@ -281,6 +286,68 @@ def build() -> LessonBuilder:
         Forgetting the cross-warp step (each warp using its own partial sum) gives eight different $r_i$ in one row —
         a mistake invisible for $H \le 256$ (one warp's worth of data) and glaring at $H = 4096$.
 
+        ## Exercise `rmsnorm_block_model`: the block on a thread model (CPU)
+
+        Before the C++, the same three-level reduction on a **model** that runs anywhere, in the style of
+        `p04.warp_primitives`: a block of `THREADS = 256` threads is a tensor dimension, viewed as `(WARPS, 32) =
+        (8, 32)` warps × lanes, and `warp_allreduce(values, "sum")` — your butterfly from `p04.warp_primitives`
+        (or its reference), `__shfl_xor_sync` five times — is the only way values cross lanes. Write
+        `rmsnorm_block_model(x, weight, eps)` for `x (R, H)` float32 (one block per row, all rows at once):
+
+        1. per-thread partial sums of squares `(R, THREADS)`: thread $t$ adds the squares of columns
+           $t, t + 256, t + 512, \dots < H$ — walk the row in passes of 256 columns, the last one padded with the
+           identity of the sum;
+        2. `warp_allreduce` over each warp's 32 lanes; lane 0 of each warp "writes" its warp's sum to shared memory,
+           an `(R, WARPS)` tensor;
+        3. warp 0 "reads" `shared[lane]` for `lane < WARPS` and 0 for the other lanes, and reduces with
+           `warp_allreduce` again; $r = \text{rsqrt}(\text{total} / H + \varepsilon)$;
+        4. return $x \cdot r \cdot w$, `(R, H)` float32.
+
+        Reductions (`sum`, `mean`, `norm`, ...) and `F.rms_norm` are refused here: elementwise operations, indexing
+        and `warp_allreduce` only, as in the kernel. (The checks swap in their own `warp_allreduce`, so this
+        exercise is graded on its own even if your `p04.warp_primitives` is not finished.) Refuse a tensor that is
+        not 2-D float32 with $H \ge 1$, or a weight that is not `(H,)`, with a `TypeError` or `ValueError`.
+    """)
+    lesson.exercise(
+        "rmsnorm_block_model",
+        r'''
+        THREADS, WARPS = 256, 8  # one block per row: 8 warps of 32 lanes
+
+
+        def rmsnorm_block_model(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+            """RMSNorm of x (R, H) float32 as one block of THREADS threads per row computes it: per-thread strided
+            partial sums of squares, warp_allreduce inside each warp, the WARPS partials through shared memory,
+            warp_allreduce in warp 0. Returns (R, H) float32."""
+            # TODO 1: validate (2-D float32, H >= 1; weight (H,))
+            # TODO 2: partial (R, THREADS): thread t accumulates x[:, c0 + t] ** 2 over passes c0 = 0, 256, ... (pad with 0)
+            # TODO 3: warp sums: warp_allreduce over partial viewed as (R, WARPS, 32); lane 0's value -> shared (R, WARPS)
+            # TODO 4: warp 0: lanes (R, 32) = shared in lanes 0..WARPS-1, 0 elsewhere; warp_allreduce; total in lane 0
+            # TODO 5: inv_rms = rsqrt(total / H + eps); return x * inv_rms * weight
+            ### BEGIN SOLUTION
+            if not isinstance(x, torch.Tensor) or x.dtype != torch.float32:
+                raise TypeError(f"rmsnorm_block_model takes a float32 tensor, got {getattr(x, 'dtype', type(x))}")
+            if x.dim() != 2 or x.shape[1] == 0:
+                raise ValueError(f"x must be 2-D (R, H) with H >= 1, got {tuple(x.shape)}")
+            rows, hidden = x.shape
+            if not isinstance(weight, torch.Tensor) or tuple(weight.shape) != (hidden,):
+                raise ValueError(f"weight must have shape ({hidden},), got {tuple(getattr(weight, 'shape', ()))}")
+            partial = torch.zeros(rows, THREADS)                              # (R, THREADS): one register per thread
+            for c0 in range(0, hidden, THREADS):
+                chunk = x[:, c0 : c0 + THREADS]                                # thread t reads column c0 + t
+                if chunk.shape[1] < THREADS:                                   # the last pass: idle threads add 0
+                    chunk = torch.cat([chunk, torch.zeros(rows, THREADS - chunk.shape[1])], dim=1)
+                partial = partial + chunk * chunk
+            warp_sums = warp_allreduce(partial.view(rows, WARPS, 32), "sum")  # (R, WARPS, 32): every lane, its warp's sum
+            shared = warp_sums[:, :, 0]                                        # (R, WARPS): lane 0 of each warp writes
+            lanes = torch.zeros(rows, 32)                                      # warp 0: lane < WARPS reads shared[lane]
+            lanes[:, :WARPS] = shared
+            total = warp_allreduce(lanes, "sum")[:, 0]                         # (R,)
+            inv_rms = torch.rsqrt(total / hidden + eps)                        # (R,), divide by H, not by the padding
+            return x * inv_rms[:, None] * weight                               # (R, H)
+            ### END SOLUTION
+    ''',
+    )
+    lesson.md(r"""
         ## Exercise `rmsnorm_cuda`
 
         Fill in `RMSNORM_CUDA` (each `raise NotImplementedError` line inside the string is C++ for you to write):
@@ -635,12 +702,21 @@ def build() -> LessonBuilder:
         of `c10::Half` and `c10::BFloat16` compiles to the hardware conversion; the template instantiates three
         dtypes × two widths.
 
+        **`rmsnorm_block_model`.** The model is the kernel with the threads as a tensor dimension: `partial` is the
+        one register per thread, each pass of 256 columns is one iteration of the strided loop (the padded columns of
+        the last pass are the threads whose `c < chunks` test fails: they add nothing), `warp_sums[:, :, 0]` is the
+        `if (lane == 0) warp_partials[warp] = sum_sq` store, and `lanes[:, :WARPS] = shared` is warp 0's
+        `lane < WARPS ? warp_partials[lane] : 0.0f`. The model cannot show the barriers — a tensor is written before
+        it is read by construction — which is exactly what the two `__syncthreads()` guarantee on the GPU.
+
         **The mistakes the checks catch** (the mutants in `tests/mutants/p04_cuda_vs_triton.py`): in PyTorch, no fp32
         upcast (fp16 squares overflow), no cast back (an fp32 result for a bf16 input), $\varepsilon$ outside the
         root, a sum instead of a mean, calling `F.rms_norm`; in Triton, the mean over `BLOCK_SIZE`, no load mask,
-        rows addressed with `n_cols` instead of the row stride, no fp32 upcast, returning the builtin's result; in
-        CUDA, forgetting the cross-warp step, dividing by the padded length, accumulating in the input dtype,
-        $\varepsilon$ outside the root, and a missing contiguity check.
+        rows addressed with `n_cols` instead of the row stride, no fp32 upcast, returning the builtin's result, the
+        hidden size passed as the row stride; in the thread model, no step across warps, the mean over the padded
+        length, padding with ones, one pass only; in CUDA, forgetting the cross-warp step, dividing by the padded
+        length, accumulating in the input dtype (caught by bf16 rows of 65536 with outlier channels: a bf16 sum of 256
+        squares stops growing once it is large), $\varepsilon$ outside the root, and a missing contiguity check.
 
         ## 9. What each way costs, and who picks which
 

@@ -8,13 +8,14 @@ GPU*, never passed."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
 import torch.nn.functional as F
 
 from llm_algo.bench import bandwidth_row, baseline_rows, copy_row
-from llm_algo.check import Checks, describe, expect_close, expect_refused, expect_tensor
+from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
 from llm_algo.check.restrictions import RMS_NORM
 from llm_algo.device import triton_compiled, triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
@@ -297,6 +298,149 @@ def triton_refuses_bad_input(ex):
         ),
     ):
         expect_refused(call, input=label, hint="validate dtype and shapes before launching", errors=errors)
+
+
+# ------------------------------------------------------------------------------------------ rmsnorm_block_model
+
+WARP = 32
+MODEL_THREADS = 256
+REDUCTIONS = [
+    torch.sum,
+    torch.Tensor.sum,
+    torch.mean,
+    torch.Tensor.mean,
+    torch.nansum,
+    torch.norm,
+    torch.Tensor.norm,
+    torch.linalg.vector_norm,
+    torch.cumsum,
+    torch.Tensor.cumsum,
+    torch.einsum,
+    torch.matmul,
+    torch.Tensor.matmul,
+    torch.Tensor.__matmul__,
+]
+checks.restrict(
+    "rmsnorm_block_model",
+    forbid=[*RMS_NORM, *REDUCTIONS],
+    instead="combine threads with warp_allreduce and elementwise + only, as the kernel does with shuffles",
+)
+
+
+class WarpAllreduceRecorder:
+    """The checks' own warp_allreduce (group sums by reshape, in the values' dtype), counting the calls."""
+
+    def __init__(self):
+        self.calls: list[tuple[int, ...]] = []
+
+    def __call__(self, values, op="sum", width=WARP):
+        expect(
+            isinstance(values, torch.Tensor) and values.shape[-1:] == (WARP,) and op == "sum" and width == WARP,
+            "warp_allreduce was called with something other than one sum per lane over 32 lanes",
+            input="a warp_allreduce call",
+            expected="warp_allreduce(values (..., 32), 'sum')",
+            got=f"{type(values).__name__} {tuple(getattr(values, 'shape', ()))}, op={op!r}, width={width!r}",
+            hint="keep the lanes as the last dimension, of size 32",
+        )
+        self.calls.append(tuple(values.shape))
+        return values.sum(dim=-1, keepdim=True).expand_as(values).clone()
+
+
+@contextlib.contextmanager
+def recording_warp_allreduce(ex):
+    namespace = ex._namespace
+    original = namespace.get("warp_allreduce")
+    recorder = WarpAllreduceRecorder()
+    namespace["warp_allreduce"] = recorder
+    try:
+        yield recorder
+    finally:
+        namespace["warp_allreduce"] = original
+
+
+def run_model(ex, x, weight, eps, *, label, hint=HINT):
+    with recording_warp_allreduce(ex) as recorder:
+        got = ex.rmsnorm_block_model(x.clone(), weight.clone(), eps)
+    expect_tensor(got, shape=tuple(x.shape), dtype=torch.float32, input=label)
+    expect_close(got, oracle(x, weight, eps), baseline=baseline(x, weight, eps), input=label, hint=hint)
+    expect(
+        len(recorder.calls) >= 1,
+        "the threads were combined without warp_allreduce",
+        input=label,
+        expected="at least one warp_allreduce call (the shuffles)",
+        got="none",
+        hint="the sum across the 32 lanes of a warp is warp_allreduce(partial.view(R, WARPS, 32), 'sum')",
+    )
+
+
+HINT_MODEL = (
+    "thread t adds columns t, t + 256, ...; warp_allreduce in each warp; warp 0 reduces the WARPS partials "
+    "(lanes >= WARPS hold 0); rsqrt(total / H + eps)"
+)
+
+
+@checks("rmsnorm_block_model")
+def model_hand_checkable(ex):
+    """x = [[3, 4]], weight = [2, 0.5], eps = 0: y = [6, 2] / sqrt(12.5)"""
+    x = torch.tensor([[3.0, 4.0]])
+    weight = torch.tensor([2.0, 0.5])
+    r = 1 / math.sqrt(12.5)
+    with recording_warp_allreduce(ex):
+        got = ex.rmsnorm_block_model(x, weight, 0.0)
+    expect_close(
+        got,
+        torch.tensor([[6 * r, 2 * r]], dtype=torch.float64),
+        input="x=[[3, 4]], weight=[2, 0.5], eps=0",
+        hint=HINT_MODEL,
+    )
+
+
+@checks("rmsnorm_block_model")
+def model_rows_of_any_length(ex):
+    """H = 1, 7, 32, 255, 256, 257, 1000, 4096 (all eight warps busy, several passes), and 300 rows of 100, against
+    float64"""
+    for shape in ((2, 1), (3, 7), (2, 32), (2, 255), (3, 256), (2, 257), (3, 1000), (2, 4096), (300, 100)):
+        x, weight = activations(shape, torch.float32, device="cpu")
+        run_model(ex, x, weight, 1e-6, label=describe(x=x, weight=weight), hint=HINT_MODEL)
+
+
+@checks("rmsnorm_block_model")
+def model_mass_in_the_last_warp(ex):
+    """rows whose large values sit in the columns of warp 7 only (224..255, 480..511): the step across warps must
+    bring warp 7's partial into the total; tiny activations with eps = 1e-2"""
+    x = torch.randn(3, 600) * 1e-2
+    x[:, 224:256] += 5.0
+    x[:, 480:512] -= 3.0
+    weight = 1 + 0.5 * torch.randn(600)
+    run_model(
+        ex,
+        x,
+        weight,
+        1e-6,
+        label="x (3, 600) ~ 0.01 N(0, 1), plus 5 at columns 224..255 and -3 at 480..511 (warp 7's)",
+        hint="warp 0 must read every warp's partial from shared memory, not only its own",
+    )
+    x, weight = activations((4, 300), torch.float32, device="cpu", scale=1e-3)
+    run_model(ex, x, weight, 1e-2, label=describe(x=x, eps=1e-2) + " with |x| ~ 0.001", hint="eps inside the root")
+
+
+@checks("rmsnorm_block_model")
+def model_refuses_bad_input(ex):
+    """float64 or float16 x, a 1-D x, zero columns, a weight of the wrong length: TypeError or ValueError"""
+    for label, call in (
+        ("x (2, 8) float64", lambda: ex.rmsnorm_block_model(torch.randn(2, 8).double(), torch.ones(8).double())),
+        ("x (2, 8) float16", lambda: ex.rmsnorm_block_model(torch.randn(2, 8).half(), torch.ones(8).half())),
+        ("x (8,) 1-D", lambda: ex.rmsnorm_block_model(torch.randn(8), torch.ones(8))),
+        ("x (2, 0)", lambda: ex.rmsnorm_block_model(torch.randn(2, 0), torch.ones(0))),
+        ("x (2, 8), weight (7,)", lambda: ex.rmsnorm_block_model(torch.randn(2, 8), torch.ones(7))),
+    ):
+        with recording_warp_allreduce(ex):
+            expect_refused(
+                call,
+                input=label,
+                hint="check a 2-D float32 x with H >= 1 and weight.shape == (H,) first",
+                errors=(TypeError, ValueError),
+            )
 
 
 # ------------------------------------------------------------------------------------------ rmsnorm_cuda (GPU)

@@ -89,6 +89,41 @@ MUTANTS = [
         "makes the rows contiguous only when reshape had to copy, passing H as the row stride",
         [("rows.stride(0), y.stride(0), hidden, eps,", "hidden, y.stride(0), hidden, eps,")],
     ),
+    # rmsnorm_block_model
+    Mutant(
+        "rmsnorm_block_model",
+        "no_cross_warp_step",
+        "skips the step across warps: warp 0's own sum stands for the whole row",
+        [("lanes[:, :WARPS] = shared", "lanes[:, :1] = shared[:, :1]")],
+    ),
+    Mutant(
+        "rmsnorm_block_model",
+        "divides_by_padded_size",
+        "divides the sum of squares by the padded length (passes x THREADS) instead of H",
+        [
+            (
+                "inv_rms = torch.rsqrt(total / hidden + eps)",
+                "inv_rms = torch.rsqrt(total / (-(-hidden // THREADS) * THREADS) + eps)",
+            )
+        ],
+    ),
+    Mutant(
+        "rmsnorm_block_model",
+        "pads_with_ones",
+        "pads the last pass with ones: the idle threads add 1 each to the sum of squares",
+        [
+            (
+                "torch.cat([chunk, torch.zeros(rows, THREADS - chunk.shape[1])], dim=1)",
+                "torch.cat([chunk, torch.ones(rows, THREADS - chunk.shape[1])], dim=1)",
+            )
+        ],
+    ),
+    Mutant(
+        "rmsnorm_block_model",
+        "first_pass_only",
+        "each thread reads only its first column: the strided loop stops after one pass",
+        [("for c0 in range(0, hidden, THREADS):", "for c0 in range(0, min(hidden, THREADS), THREADS):")],
+    ),
     # rmsnorm_cuda (C++; each still compiles)
     Mutant(
         "rmsnorm_cuda",
