@@ -101,17 +101,19 @@ def build() -> LessonBuilder:
     lesson.md(r"""
         ## 3. Way one: PyTorch, eager
 
-        The textbook line is what Hugging Face's `LlamaRMSNorm` does:
+        The textbook version is Hugging Face's `LlamaRMSNorm.forward`:
 
         ```python
-        variance = x.float().pow(2).mean(-1, keepdim=True)       # (N, 1) fp32
-        y = (x.float() * torch.rsqrt(variance + eps) * weight.float()).to(x.dtype)
+        hidden_states = hidden_states.to(torch.float32)                      # (N, H) fp32
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)               # (N, 1)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        return self.weight * hidden_states.to(input_dtype)                   # (N, H) bf16
         ```
 
         It is correct and it reads well, but in eager mode **each operator is its own kernel** and each writes its
         full-size result to HBM for the next one to read back: the upcast writes an fp32 copy of $x$ ($4NH$ bytes),
-        `pow` reads it and writes another, `mean` reads that, the two multiplies each read and write $4NH$ bytes, and
-        the final cast reads $4NH$ and writes $2NH$. Section 6 counts it with a dispatch-mode recorder: about 9 kernels
+        `pow` reads it and writes another, `mean` reads that, the scale by the rsqrt reads and writes $4NH$ again,
+        and the cast and the weight multiply each make one more round trip. Section 6 counts it with a dispatch-mode recorder: about 9 kernels
         and ten times the ideal traffic. The composition is still the right first version — it is the
         **specification** the kernels must match, it runs on every device, and `torch.compile` can fuse it.
 
@@ -273,9 +275,10 @@ def build() -> LessonBuilder:
         3. for the same chunks: load x (again: the row was just read, it is in L1/L2) and w, store x * inv_rms * w
         ```
 
-        **Vectorised loads.** A warp loading 32 consecutive bf16 values with 2-byte loads issues 32 tiny requests;
-        with 16-byte (`float4`) loads each thread brings 8 elements in one instruction, and a warp moves 512 bytes per
-        instruction. The catch: a 16-byte load needs a 16-byte aligned address. Rows of a contiguous tensor start at
+        **Vectorised loads.** With 2-byte loads, one warp-wide load instruction brings 32 consecutive bf16 values:
+        64 bytes, which the coalescer serves as one access. With 16-byte (`float4`) loads each thread brings 8
+        elements and the same one instruction moves 512 bytes — eight times fewer load instructions (and registers
+        holding addresses) for the same bytes, which is what keeps enough bytes in flight to saturate HBM. The catch: a 16-byte load needs a 16-byte aligned address. Rows of a contiguous tensor start at
         multiples of $H \cdot b$ bytes, so the vector path is legal only when $H$ is a multiple of `VEC` **and** the
         data pointers are 16-byte aligned (a tensor sliced at an odd offset is not). Otherwise take the scalar path
         (`VEC = 1`). Both are the same template instantiated twice. `__ldg` routes the load through the read-only
@@ -284,7 +287,8 @@ def build() -> LessonBuilder:
         **Why the second `__syncthreads()`?** Thread 0 of warp 0 writes `inv_rms_shared`; every other thread must
         not read it before it is written. The first barrier makes the eight warp partials visible to warp 0.
         Forgetting the cross-warp step (each warp using its own partial sum) gives eight different $r_i$ in one row —
-        a mistake invisible for $H \le 256$ (one warp's worth of data) and glaring at $H = 4096$.
+        a mistake invisible while the whole row falls in warp 0's first chunks ($H \le 32 \cdot$ `VEC`: 128 fp32
+        or 256 bf16 elements on the vector path, 32 on the scalar one) and glaring at $H = 4096$.
 
         ## Exercise `rmsnorm_block_model`: the block on a thread model (CPU)
 
