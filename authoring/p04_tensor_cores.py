@@ -112,17 +112,18 @@ def build() -> LessonBuilder:
         Each rounding of a running sum $s$ adds an error of at most $u\,|s|$. Over $n = K/16$ steps the error of the
         result is bounded by about $n\,u \sum_k |a_k b_k|$ (the classic bound for recursive summation, Higham,
         *Accuracy and Stability of Numerical Algorithms*, ch. 4). With random signs the errors partly cancel and grow
-        like $\sqrt{n}\,u$ times the size of the partial sums. In fp16 at $K = 4096$, 256 roundings of
-        $4.9 \times 10^{-4}$ each are already a few percent in the worst case. Three failure modes, all in the first
-        exercise's checks:
+        like $\sqrt{n}\,u$ times the size of the partial sums. In fp16 at $K = 4096$, the worst-case bound for 256
+        roundings of $4.9 \times 10^{-4}$ each is $256 \cdot 4.9 \times 10^{-4} \approx 12\%$ of $\sum |a_k b_k|$.
+        Three failure modes, all in the first exercise's checks:
 
         1. **Swamping** (大数吃小数). Once $|\text{acc}|$ is more than $2^{p}$ times an increment, adding the increment
            changes nothing: in fp16, $2048 + 1 = 2048$ (2049 lies halfway between 2048 and 2050 and rounds to the even
            one). A dot product whose first tile contributes 2048 and whose 255 later tiles contribute 1 each ends at
            2048 instead of 2303.94, a 11% error, and every later increment of 1 is simply lost.
         2. **Overflow.** 4096 products of $4 \times 4$ sum to 65536 > 65504: fp16 returns `inf`, and the `inf` turns
-           into NaN in the next softmax or LayerNorm. Activations of this size are common: LLMs have outlier channels
-           with magnitudes in the hundreds or thousands (Dettmers et al., *LLM.int8()*, 2022).
+           into NaN in the next softmax or LayerNorm. Large sums are not exotic: LLMs have outlier feature dimensions
+           whose values are many times larger than the rest (Dettmers et al., *LLM.int8()*, 2022), and a long K
+           adds them up.
         3. **Slow drift.** Even without either extreme, the relative error of an fp16-accumulated dot product grows
            with $K$, while fp32's stays near $10^{-6}$ (the figure after the exercise).
 
@@ -198,14 +199,14 @@ def build() -> LessonBuilder:
     )
     lesson.md(r"""
         **Error against K.** The cell below runs your `mma_tiled` on $16 \times K$ by $K \times 16$ fp16 inputs for
-        $K = 64 \dots 8192$, and plots the relative error of the result against the float64 product for each
+        $K = 64 \dots 4096$, and plots the relative error of the result against the float64 product for each
         accumulator. The left panel uses inputs of random sign, so errors partly cancel and the sums stay small. The
         right panel uses positive inputs: the sum only grows, and swamping sets in. The dashed lines show how
         $\sqrt{n}\,u$ and $n\,u$ scale for fp16 (their height is arbitrary).
     """)
     lesson.code(r"""
         try:
-            ks = [64, 128, 256, 512, 1024, 2048, 4096, 8192]
+            ks = [64, 128, 256, 512, 1024, 2048, 4096]
             generator = torch.Generator().manual_seed(0)
             panels = {
                 "random signs: N(0, 1)": lambda shape: torch.randn(shape, generator=generator),

@@ -90,8 +90,9 @@ def expect_matches_model(got, model: torch.Tensor, acc_dtype: torch.dtype, *, in
         )
 
 
-def expect_summation_bound(got: torch.Tensor, A: torch.Tensor, B: torch.Tensor, steps: int, u: float, *, input: str,
-                           hint: str) -> None:
+def expect_summation_bound(
+    got: torch.Tensor, A: torch.Tensor, B: torch.Tensor, steps: int, u: float, *, input: str, hint: str
+) -> None:
     """|got - A B| <= gamma_steps * (|A| |B|) elementwise, gamma_n = n u / (1 - n u): what any accumulation with
     `steps` roundings of unit roundoff u must satisfy (Higham, ch. 4)."""
     exact = A.double().cpu() @ B.double().cpu()
@@ -128,22 +129,32 @@ def swamping_inputs(dtype: torch.dtype, K: int = 4096) -> tuple[torch.Tensor, to
 
 @checks("mma_tiled")
 def tiled_hand_checkable(ex):
-    """swamping: rows [2048, 1/16, 1/16, ...] (K = 4096) times ones give 2303.9375 in fp32 but 2048 in fp16 and bf16
-    (2048 + 1 rounds back to 2048); overflow: 4096 products 4 x 4 give 65536 in fp32 and bf16, inf in fp16"""
+    """swamping: rows [2048, 1/16, 1/16, ...] (K = 1024) times ones give 2111.9375 in fp32 but 2048 in fp16 and bf16
+    (2048 + 1 rounds back to 2048); overflow: 1024 products 8 x 8 give 65536 in fp32 and bf16, inf in fp16"""
     for in_dtype in INPUT_DTYPES:
-        A, B = swamping_inputs(in_dtype)
-        for acc_dtype, value in ((torch.float16, 2048.0), (torch.bfloat16, 2048.0), (torch.float32, 2303.9375)):
-            label = f"A (16, 4096) {name_of(in_dtype)} rows [2048, 1/16, ...], B ones, acc_dtype={name_of(acc_dtype)}"
+        A, B = swamping_inputs(in_dtype, K=1024)
+        for acc_dtype, value in ((torch.float16, 2048.0), (torch.bfloat16, 2048.0), (torch.float32, 2111.9375)):
+            label = f"A (16, 1024) {name_of(in_dtype)} rows [2048, 1/16, ...], B ones, acc_dtype={name_of(acc_dtype)}"
             got = ex.mma_tiled(A.clone(), B.clone(), acc_dtype)
-            expect_matches_model(got, torch.full((16, 16), value, dtype=acc_dtype), acc_dtype, input=label,
-                                 hint=HINT_TILED + " (round after every step: that is what loses the 1s)")
-        A = torch.full((16, 4096), 4.0, dtype=in_dtype)
-        B = torch.full((4096, 16), 4.0, dtype=in_dtype)
+            expect_matches_model(
+                got,
+                torch.full((16, 16), value, dtype=acc_dtype),
+                acc_dtype,
+                input=label,
+                hint=HINT_TILED + " (round after every step: that is what loses the 1s)",
+            )
+        A = torch.full((16, 1024), 8.0, dtype=in_dtype)
+        B = torch.full((1024, 16), 8.0, dtype=in_dtype)
         for acc_dtype, value in ((torch.float16, float("inf")), (torch.bfloat16, 65536.0), (torch.float32, 65536.0)):
-            label = f"A, B all 4.0 {name_of(in_dtype)}, K = 4096 (sum 65536 > 65504), acc_dtype={name_of(acc_dtype)}"
+            label = f"A, B all 8.0 {name_of(in_dtype)}, K = 1024 (sum 65536 > 65504), acc_dtype={name_of(acc_dtype)}"
             got = ex.mma_tiled(A.clone(), B.clone(), acc_dtype)
-            expect_matches_model(got, torch.full((16, 16), value, dtype=acc_dtype), acc_dtype, input=label,
-                                 hint=HINT_TILED + " (in float16 the running sum overflows at the last step)")
+            expect_matches_model(
+                got,
+                torch.full((16, 16), value, dtype=acc_dtype),
+                acc_dtype,
+                input=label,
+                hint=HINT_TILED + " (in float16 the running sum overflows at the last step)",
+            )
 
 
 @checks("mma_tiled")
@@ -175,12 +186,12 @@ def tiled_random_against_model_and_bound(ex):
 
 @checks("mma_tiled")
 def tiled_long_positive_sums(ex):
-    """positive U(0, 1) inputs (16, 4096) @ (4096, 16), where fp16 and bf16 accumulation drift far from the truth:
+    """positive U(0, 1) inputs (16, 2048) @ (2048, 16), where fp16 and bf16 accumulation drift far from the truth:
     the result must be the rounding model's (± 1 ulp) for each accumulator, and fp32's within 1e-5 relative"""
     g = torch.Generator().manual_seed(4)
     for in_dtype in INPUT_DTYPES:
-        A = torch.rand(16, 4096, generator=g).to(in_dtype)
-        B = torch.rand(4096, 16, generator=g).to(in_dtype)
+        A = torch.rand(16, 2048, generator=g).to(in_dtype)
+        B = torch.rand(2048, 16, generator=g).to(in_dtype)
         exact = A.double() @ B.double()
         for acc_dtype in ACC_DTYPES:
             label = describe(A=A, B=B) + f" in U(0, 1), acc_dtype={name_of(acc_dtype)}"
@@ -293,8 +304,14 @@ def fragments_hand_checkable(ex):
     for operand, lane, expected in cases:
         label = f"fragment_coords({operand!r}, {lane})"
         got = coords_of(ex, operand, lane, input=label)
-        expect(got == expected, "wrong (row, col) for this lane", input=label, expected=str(expected), got=str(got),
-               hint=HINT_COORDS)
+        expect(
+            got == expected,
+            "wrong (row, col) for this lane",
+            input=label,
+            expected=str(expected),
+            got=str(got),
+            hint=HINT_COORDS,
+        )
 
 
 @checks("mma_fragments")
@@ -452,24 +469,40 @@ def cuda_hand_checkable(ex):
         got = module.wmma_gemm(A.cuda(), B.cuda())
         torch.cuda.synchronize()
         expect_tensor(got, shape=(16, 16), dtype=torch.float32, device="cuda", input=label)
-        expect(torch.equal(got.cpu(), (A.double() @ B.double()).float()), "integer products are not exact",
-               input=label, expected="A @ B exactly", got=str(got.cpu()[:2, :6].tolist()), hint=HINT_GEMM)
+        expect(
+            torch.equal(got.cpu(), (A.double() @ B.double()).float()),
+            "integer products are not exact",
+            input=label,
+            expected="A @ B exactly",
+            got=str(got.cpu()[:2, :6].tolist()),
+            hint=HINT_GEMM,
+        )
         A, B = swamping_inputs(dtype)
         label = f"swamping: A (16, 4096) {name_of(dtype)} rows [2048, 1/16, ...], B ones"
         got = module.wmma_gemm(A.cuda(), B.cuda())
         torch.cuda.synchronize()
-        expect(torch.equal(got.cpu(), torch.full((16, 16), 2303.9375)), "the small terms were lost (swamping)",
-               input=label, expected="2303.9375 everywhere (exact in fp32)", got=str(got.cpu()[0, :4].tolist()),
-               hint="accumulate in a float fragment: wmma_gemm_launch<__half, float> (fp16 turns 2048 + 1 into 2048)")
+        expect(
+            torch.equal(got.cpu(), torch.full((16, 16), 2303.9375)),
+            "the small terms were lost (swamping)",
+            input=label,
+            expected="2303.9375 everywhere (exact in fp32)",
+            got=str(got.cpu()[0, :4].tolist()),
+            hint="accumulate in a float fragment: wmma_gemm_launch<__half, float> (fp16 turns 2048 + 1 into 2048)",
+        )
         A = (torch.randint(0, 2, (32, 4096), generator=g) * 4 + 4).to(dtype)  # 4 or 8
         B = (torch.randint(0, 2, (4096, 16), generator=g) * 4 + 4).to(dtype)
         label = f"overflow: A (32, 4096), B (4096, 16) {name_of(dtype)} with entries 4 or 8 (sums > 65504)"
         got = module.wmma_gemm(A.cuda(), B.cuda())
         torch.cuda.synchronize()
         exact = (A.double() @ B.double()).float()
-        expect(torch.equal(got.cpu(), exact), "the sums are not exact (an fp16 accumulator overflows past 65504)",
-               input=label, expected=str(exact[0, :4].tolist()), got=str(got.cpu()[0, :4].tolist()),
-               hint="accumulate in float (the sums are integers below 2^24: exact in fp32)")
+        expect(
+            torch.equal(got.cpu(), exact),
+            "the sums are not exact (an fp16 accumulator overflows past 65504)",
+            input=label,
+            expected=str(exact[0, :4].tolist()),
+            got=str(got.cpu()[0, :4].tolist()),
+            hint="accumulate in float (the sums are integers below 2^24: exact in fp32)",
+        )
 
 
 @checks("wmma_gemm_cuda", requires_cuda=True, requires_capability=AMPERE)
@@ -490,8 +523,14 @@ def cuda_shapes_and_dtypes(ex):
         torch.cuda.synchronize()
         label = describe(A=A, B=B) + " (K = 0) on cuda"
         expect_tensor(got, shape=(32, 16), dtype=torch.float32, device="cuda", input=label)
-        expect(bool((got == 0).all()), "K = 0 must give zeros", input=label, expected="zeros",
-               got=str(got.cpu()[0, :4].tolist()), hint="the K loop runs zero times; the epilogue stores the zeros")
+        expect(
+            bool((got == 0).all()),
+            "K = 0 must give zeros",
+            input=label,
+            expected="zeros",
+            got=str(got.cpu()[0, :4].tolist()),
+            hint="the K loop runs zero times; the epilogue stores the zeros",
+        )
 
 
 @checks("wmma_gemm_cuda", requires_cuda=True, requires_capability=AMPERE, gate=True)
@@ -545,7 +584,9 @@ def cuda_refuses_bad_input(ex):
         (lambda: module.wmma_gemm(A, B.bfloat16()), "A float16, B bfloat16", "TORCH_CHECK the same dtype"),
         (lambda: module.wmma_gemm(A[:24], B), "M = 24", "TORCH_CHECK M, N, K multiples of 16"),
         (
-            lambda: module.wmma_gemm(torch.randn(64, 40, device="cuda").half(), torch.randn(40, 48, device="cuda").half()),
+            lambda: module.wmma_gemm(
+                torch.randn(64, 40, device="cuda").half(), torch.randn(40, 48, device="cuda").half()
+            ),
             "K = 40",
             "TORCH_CHECK M, N, K multiples of 16",
         ),
@@ -579,8 +620,14 @@ def cuda_refuses_bad_input(ex):
     except RuntimeError as exc:
         if isinstance(exc, NotImplementedError):
             raise
-        expect(bool(str(exc).strip()), "refused without saying why", input=label, expected="a message",
-               got=repr(exc), hint="TORCH_CHECK the 16-byte alignment of A.data_ptr() and B.data_ptr()")
+        expect(
+            bool(str(exc).strip()),
+            "refused without saying why",
+            input=label,
+            expected="a message",
+            got=repr(exc),
+            hint="TORCH_CHECK the 16-byte alignment of A.data_ptr() and B.data_ptr()",
+        )
         return
     expect_fp32_gemm(got, shifted, B, input=label, hint="TORCH_CHECK the 16-byte alignment of the data pointers")
 
@@ -597,6 +644,13 @@ def benchmark(ex):
         b = torch.randn(size, size, device="cuda").to(dtype)
         out = torch.empty(size, size, device="cuda")
         shape = f"{size}^3 {name_of(dtype)}"
-        rows.append(flops_row("wmma_gemm_out (fp32 acc, fp32 out)", shape, lambda a=a, b=b, out=out: module.wmma_gemm_out(a, b, out), flops))
+        rows.append(
+            flops_row(
+                "wmma_gemm_out (fp32 acc, fp32 out)",
+                shape,
+                lambda a=a, b=b, out=out: module.wmma_gemm_out(a, b, out),
+                flops,
+            )
+        )
         rows.append(flops_row("torch.matmul (cuBLAS)", shape, lambda a=a, b=b: torch.matmul(a, b), flops))
     return rows

@@ -33,7 +33,10 @@ MUTANTS = [
         "always_fp32_accumulator",
         "accumulates in float32 whatever acc_dtype says and casts the result at the end",
         [
-            ("acc = (acc.double() + tile).to(acc_dtype)  # one rounding per K step", "acc = (acc.double() + tile).float()"),
+            (
+                "acc = (acc.double() + tile).to(acc_dtype)  # one rounding per K step",
+                "acc = (acc.double() + tile).float()",
+            ),
             ("return acc", "return acc.to(acc_dtype)"),
         ],
     ),
@@ -78,7 +81,12 @@ MUTANTS = [
         "mma_fragments",
         "forgets_c",
         "computes D = A B and drops the accumulator input C",
-        [("D = ((A[:, :, None] * B[None, :, :]).sum(dim=1) + C).float()", "D = (A[:, :, None] * B[None, :, :]).sum(dim=1).float()")],
+        [
+            (
+                "D = ((A[:, :, None] * B[None, :, :]).sum(dim=1) + C).float()",
+                "D = (A[:, :, None] * B[None, :, :]).sum(dim=1).float()",
+            )
+        ],
     ),
     Mutant(
         "mma_fragments",
