@@ -1,0 +1,149 @@
+"""Realistic wrong versions of the p04.tensor_cores solutions; every one must be rejected by a check.
+
+The mutants of `wmma_gemm_cuda` are C++ that still compiles (only its meaning is broken), so that on a GPU they are
+rejected by a check and not by nvcc; on a CPU their checks read *needs a GPU*."""
+
+from llm_algo.mutation import Mutant
+
+MUTANTS = [
+    # mma_tiled
+    Mutant(
+        "mma_tiled",
+        "rounds_once_at_the_end",
+        "keeps the running sum in float64 and rounds to acc_dtype only at the end: an exact accumulator, no swamping",
+        [
+            ("acc = torch.zeros(M, N, dtype=acc_dtype)  # (M, N)", "acc = torch.zeros(M, N, dtype=torch.float64)"),
+            ("acc = (acc.double() + tile).to(acc_dtype)  # one rounding per K step", "acc = acc + tile"),
+            ("return acc", "return acc.to(acc_dtype)"),
+        ],
+    ),
+    Mutant(
+        "mma_tiled",
+        "products_rounded_to_accumulator",
+        "rounds every product to acc_dtype before summing the tile: a tensor core keeps the products exact",
+        [
+            (
+                "tile = (a[:, :, None] * b[None, :, :]).sum(dim=1)  # (M, N): exact tile products",
+                "tile = (a[:, :, None] * b[None, :, :]).to(acc_dtype).sum(dim=1).double()",
+            )
+        ],
+    ),
+    Mutant(
+        "mma_tiled",
+        "always_fp32_accumulator",
+        "accumulates in float32 whatever acc_dtype says and casts the result at the end",
+        [
+            (
+                "acc = (acc.double() + tile).to(acc_dtype)  # one rounding per K step",
+                "acc = (acc.double() + tile).float()",
+            ),
+            ("return acc", "return acc.to(acc_dtype)"),
+        ],
+    ),
+    Mutant(
+        "mma_tiled",
+        "calls_the_builtin",
+        "forms the tile product with @ (the matmul the exercise refuses)",
+        [("tile = (a[:, :, None] * b[None, :, :]).sum(dim=1)  # (M, N): exact tile products", "tile = a @ b")],
+    ),
+    # mma_fragments
+    Mutant(
+        "mma_fragments",
+        "right_before_down",
+        "orders A's registers right half first: a2 a3 move right 8 columns and a4 a5 down 8 rows",
+        [
+            ("row = group + 8 * ((i // 2) % 2)", "row = group + 8 * (i // 4)"),
+            ("col = 2 * thread + (i & 1) + 8 * (i // 4)", "col = 2 * thread + (i & 1) + 8 * ((i // 2) % 2)"),
+        ],
+    ),
+    Mutant(
+        "mma_fragments",
+        "group_and_thread_swapped",
+        "takes groupID = lane % 4 and threadID_in_group = lane >> 2",
+        [("group, thread = lane >> 2, lane % 4", "group, thread = lane % 4, lane >> 2")],
+    ),
+    Mutant(
+        "mma_fragments",
+        "b_row_major_like_a",
+        "lays B out like C (row from groupID, column pairs from threadID_in_group) instead of pairs along k",
+        [
+            ("row = 2 * thread + (i & 1) + 8 * (i // 2)  # b2 b3: k + 8", "row = group + 8 * (i // 2)"),
+            ("col = group\n", "col = 2 * thread + (i & 1)\n"),
+        ],
+    ),
+    Mutant(
+        "mma_fragments",
+        "accumulator_columns_not_paired",
+        "gives the accumulator's lanes single columns (t + (i & 1)) instead of the pair 2t, 2t + 1",
+        [("col = 2 * thread + (i & 1)\n", "col = thread + (i & 1)\n")],
+    ),
+    Mutant(
+        "mma_fragments",
+        "forgets_c",
+        "computes D = A B and drops the accumulator input C",
+        [
+            (
+                "D = ((A[:, :, None] * B[None, :, :]).sum(dim=1) + C).float()",
+                "D = (A[:, :, None] * B[None, :, :]).sum(dim=1).float()",
+            )
+        ],
+    ),
+    Mutant(
+        "mma_fragments",
+        "d_in_input_dtype",
+        "rounds D to the inputs' dtype (fp16/bf16) instead of the fp32 accumulator",
+        [
+            (
+                "D = ((A[:, :, None] * B[None, :, :]).sum(dim=1) + C).float()",
+                "D = ((A[:, :, None] * B[None, :, :]).sum(dim=1) + C).to(a_regs.dtype).float()",
+            )
+        ],
+    ),
+    # wmma_gemm_cuda (C++; each still compiles)
+    Mutant(
+        "wmma_gemm_cuda",
+        "half_accumulator",
+        "accumulates fp16 inputs in an fp16 accumulator fragment (the fp16-accumulate pitfall)",
+        [("wmma_gemm_launch<__half, float>(A, B, out);", "wmma_gemm_launch<__half, __half>(A, B, out);")],
+    ),
+    Mutant(
+        "wmma_gemm_cuda",
+        "a_copy_without_k_bound",
+        "copies A's tile without the K bound: past K a row runs into the next row (and the last one past the end)",
+        [("if (gr < M && gc < K) value =", "if (gr < M) value =")],
+    ),
+    Mutant(
+        "wmma_gemm_cuda",
+        "b_copy_without_k_bound",
+        "copies B's tile without the K bound: rows past K are read from beyond B",
+        [("if (gr < K && gc < N) value =", "if (gc < N) value =")],
+    ),
+    Mutant(
+        "wmma_gemm_cuda",
+        "b_fragment_col_major",
+        "loads the B fragments as col_major: each 16 x 16 tile of B is used transposed",
+        [
+            (
+                "wmma::fragment<wmma::matrix_b, FRAG, FRAG, FRAG, In, wmma::row_major> b_frag[FN];",
+                "wmma::fragment<wmma::matrix_b, FRAG, FRAG, FRAG, In, wmma::col_major> b_frag[FN];",
+            )
+        ],
+    ),
+    Mutant(
+        "wmma_gemm_cuda",
+        "stores_every_fragment",
+        "stores every fragment of the block tile, also those past M or N: writes outside C",
+        [("if (row0 < M && col0 < N) {  // M, N multiples of 16: the fragment is wholly inside", "{")],
+    ),
+    Mutant(
+        "wmma_gemm_cuda",
+        "no_multiple_of_16_check",
+        "accepts M, N, K that are not multiples of 16: the fragments then run past the matrices",
+        [
+            (
+                "TORCH_CHECK(M % 16 == 0 && N % 16 == 0 && K % 16 == 0,",
+                "TORCH_CHECK(M >= 0,",
+            )
+        ],
+    ),
+]
