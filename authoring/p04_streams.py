@@ -18,7 +18,7 @@ def build() -> LessonBuilder:
         intro=r"""
         An H200 reads its own HBM at 4.8 TB/s (NVIDIA's datasheet), but everything that enters or leaves it from the
         host crosses PCIe Gen5 x16: 32 GT/s × 16 lanes ≈ 63 GB/s **per direction** on paper, about 50–55 in
-        practice (NVIDIA's GH200 superchip replaces this link with NVLink-C2C at 900 GB/s). That is
+        practice (NVIDIA's GH200 superchip replaces this link with NVLink-C2C at 900 GB/s, both directions together). That is
         75–90× slower than HBM. A batch of data, a KV-cache block swapped out by vLLM, an optimizer state
         offloaded by DeepSpeed, a layer's weights prefetched by FSDP: all of them ride this link, and the only way
         to hide it is to keep the GPU computing *while* the bytes move. The GPU can: it has separate **copy
@@ -266,6 +266,8 @@ def build() -> LessonBuilder:
             for number, op in plan:
                 if number not in streams:
                     streams[number] = torch.cuda.Stream()
+                    # the buffers were allocated on the current stream, whose earlier work may still use that memory
+                    streams[number].wait_stream(current)
                 stream = streams[number]
                 with torch.cuda.stream(stream):
                     if op[0] == "h2d":
@@ -515,7 +517,8 @@ def build() -> LessonBuilder:
         `python -m llm_algo bench p04.streams`), the device-to-device copy near the 4.8 TB/s of HBM3e (measured: to
         be filled), and the pipelined row (counting both directions) can exceed the one-direction ceiling because
         the two copy engines run at once: up to about 2 × 50 GB/s when compute hides under the copies, against
-        roughly a third of that for the serial pinned row, whose stages add up (measured: to be filled). The
+        roughly 40% of that for the serial pinned row, whose stages add up (two copies and a kernel of half a copy:
+        2 chunks of bytes in 2.5 copy times, about 0.8 × 50 GB/s; measured: to be filled). The
         pageable row is usually the slowest (measured: to be filled). The cell below runs the same comparison at a
         smaller size with CUDA events (`elapsed_time`); on a CPU it says so and does nothing.
     """)
