@@ -49,7 +49,7 @@ def build() -> LessonBuilder:
     lesson.md(r"""
         ## 本节要点
 
-        - **启动开销（launch overhead）**：小模型的一个解码步是几百个小核函数；每个核函数 GPU 只算 2–5 µs，CPU 发射它却要 5–10 µs（Python、调度器、`cudaLaunchKernel`），于是 GPU 在等 CPU，步时间 ≈ 核函数个数 × 单次发射开销。
+        - **启动开销（launch overhead）**：小模型的一个解码步是几百个小核函数；每个核函数 GPU 只算 2–3 µs，CPU 发射它却要 5–10 µs（Python、调度器、`cudaLaunchKernel`），于是 GPU 在等 CPU，步时间 ≈ 核函数个数 × 单次发射开销。
         - **CUDA Graph**：把一步里的所有发射录制（capture）一次，之后一次 `g.replay()` 重放全部核函数；CPU 开销从几百次发射降到一次。
         - **静态地址**：重放时核函数读写的是捕获时的同一批地址。输入要 `copy_` 进静态缓冲区（不能重新绑定成新张量），输出从静态缓冲区读取，KV 缓存预先分配、原地写入。
         - **位置必须是设备张量**：捕获时读到的 Python 数（`int(pos)`、`.item()`、Python 计数器）会被“烤”进图里，重放时永远是旧值。
@@ -553,6 +553,7 @@ def build() -> LessonBuilder:
 
 
         def per_step_us(fn, repeats=50):
+            fn()  # once untimed: a graph's first replay also uploads it to the device
             torch.cuda.synchronize()
             start = time.perf_counter()
             for _ in range(repeats):
@@ -670,8 +671,9 @@ def build() -> LessonBuilder:
         happen during capture. Setting the static inputs to padding rows first makes the warm-up write only the
         scratch slot. Capturing from the largest bucket down with one pool lets the smaller graphs reuse the
         larger one's intermediate memory (vLLM does the same, in the same order); that is safe because only one
-        graph runs at a time, in stream order. The result is copied out because the static `logits` belong to the
-        graph: the next replay of any bucket sharing the pool may overwrite them.
+        graph runs at a time, in stream order, and no graph's output lives in the pool (each step's `logits` were
+        allocated before any capture), so the graphs may be replayed in any order. The result is copied out because
+        the static `logits` belong to the step and its graph: the next call in the same bucket overwrites them.
 
         **The mistakes the checks catch** (the mutants in `tests/mutants/p04_cuda_graphs.py`): `>` for `>=`; the
         first fitting bucket of an unsorted list; no refusal beyond the largest bucket; padding positions left
