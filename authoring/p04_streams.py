@@ -584,8 +584,11 @@ def build() -> LessonBuilder:
         wait for the copy on the GPU, without blocking the CPU; `hand_over` is `record_stream`: the batch was
         allocated on the side stream, and when the loop drops it, the allocator must not give its memory to the next
         prefetch until the current stream's kernels that read it have run. Without it, the next batch can overwrite
-        this one under a running kernel. Allocating the batch on the current stream (outside `use(side)`) would
-        also be safe without `record_stream`; what is never safe is neither.
+        this one under a running kernel. Allocating the batch on the current stream (`torch.empty` outside `use(side)`,
+        then `copy_` inside it) needs no `record_stream`, but then the side stream must first wait for the current
+        stream (`side.wait_stream(current)`): the allocator may hand out a block that current-stream kernels still
+        queued were reading, and the copy would overwrite it under them. Each choice has its ordering rule; what is
+        never safe is neither.
 
         The pinned temporary that `pin` returns is freed when `_preload` returns, with its copy possibly still in
         flight: PyTorch's pinned-memory allocator (`CachingHostAllocator`) records an event on the block for each
