@@ -535,7 +535,12 @@ def build() -> LessonBuilder:
             pinned_in = [torch.randn(chunk).pin_memory() for _ in range(n)]
             pinned_out = [torch.empty(chunk).pin_memory() for _ in range(n)]
             serial = [(0, op) for c in range(n) for op in (h2d(c, 0), compute(c, 0), d2h(c, 0))]
-            for name, plan, buffers in (("serial, pinned", serial, 1), ("plan_pipeline, 3 buffers", plan_pipeline(n, 3), 3)):
+            runs = [("serial, pinned", serial, 1)]
+            try:
+                runs.append(("plan_pipeline, 3 buffers", plan_pipeline(n, 3), 3))
+            except NotImplementedError:
+                print("plan_pipeline is not implemented yet: only the serial run is timed")
+            for name, plan, buffers in runs:
                 run_plan_cuda(plan, pinned_in, pinned_out, busy, buffers)  # warm-up
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record()
