@@ -28,9 +28,10 @@ def build() -> LessonBuilder:
         thread-level model in PyTorch built on your `warp_allreduce` from `p04.warp_primitives`
         (`rmsnorm_block_model`), then in C++. Then one
         benchmark times them side by side with `torch.compile` and `F.rms_norm`, against a device-to-device copy.
-        **Graded against** float64 `F.rms_norm`, a hand-worked row, guard buffers around every output a kernel
-        writes, and refused bad input. The PyTorch, Triton and thread-model exercises grade on any machine (Triton
-        through its interpreter); the CUDA C++ one on a GPU (on a CPU it reads *needs a GPU*).
+        **Graded against** float64 `F.rms_norm`, a hand-worked row, guard buffers around the Triton kernel's output,
+        NaN rows after the CUDA kernel's input and misaligned CUDA inputs, and refused bad input. The PyTorch, Triton
+        and thread-model exercises grade on any machine (Triton through its interpreter); the CUDA C++ one on a GPU (on
+        a CPU it reads *needs a GPU*).
     """
     )
     lesson.md(r"""
@@ -499,6 +500,9 @@ def build() -> LessonBuilder:
             ### BEGIN SOLUTION
             TORCH_CHECK(x.is_cuda() && weight.is_cuda(), "rmsnorm_cuda: x and weight must be CUDA tensors");
             TORCH_CHECK(x.get_device() == weight.get_device(), "rmsnorm_cuda: x and weight must be on one device");
+            TORCH_CHECK(x.scalar_type() == torch::kFloat32 || x.scalar_type() == torch::kFloat16 ||
+                            x.scalar_type() == torch::kBFloat16,
+                        "rmsnorm_cuda: x must be float32, float16 or bfloat16");
             TORCH_CHECK(x.dim() == 2, "rmsnorm_cuda: x must be 2-D (rows, hidden)");
             TORCH_CHECK(x.is_contiguous(), "rmsnorm_cuda: x must be contiguous (call .contiguous() first)");
             TORCH_CHECK(x.size(1) >= 1, "rmsnorm_cuda: x needs at least one column");
@@ -519,7 +523,7 @@ def build() -> LessonBuilder:
                 case torch::kBFloat16:
                     launch_rmsnorm<c10::BFloat16>(y, x, weight, eps);
                     break;
-                default:
+                default:  // refused above
                     TORCH_CHECK(false, "rmsnorm_cuda: x must be float32, float16 or bfloat16");
             }
             return y;

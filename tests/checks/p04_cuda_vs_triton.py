@@ -1,6 +1,7 @@
 """Checks for p04.cuda_vs_triton. References: `F.rms_norm` in float64 (the oracle) and in the dtype under test (the
-baseline of the tolerance policy), the closed form of a hand-worked row, and guard elements around every output a
-kernel writes (the gate checks).
+baseline of the tolerance policy), the closed form of a hand-worked row, and the gate checks: guard elements around
+the Triton kernel's output, NaN rows after the CUDA kernel's input and misaligned CUDA inputs (the CUDA host function
+allocates its own output, so stray stores past its end are not caught).
 
 `rmsnorm_torch` and `rmsnorm_triton` grade on every machine (Triton through its interpreter on a CPU, where bfloat16
 is not available). The CUDA C++ exercise's checks need a GPU (`requires_cuda=True`): on a CPU they read *needs a
@@ -504,7 +505,8 @@ def cuda_shapes_and_dtypes(ex):
 @checks("rmsnorm_cuda", requires_cuda=True, gate=True)
 def cuda_stays_inside_its_rows(ex):
     """x is the leading rows of a buffer whose next rows are NaN, so a block that reads a row it does not own brings
-    NaN in; and x starting one element past a 16-byte boundary (contiguous but misaligned: the scalar path)"""
+    NaN in; x, then the weight, starting one element past a 16-byte boundary (contiguous but misaligned: the scalar
+    path)"""
     module = ex.load_rmsnorm_cuda()
     for dtype in CUDA_DTYPES:
         for rows, cols in ((2, 50), (5, 256), (3, 1024)):
@@ -530,6 +532,17 @@ def cuda_stays_inside_its_rows(ex):
             1e-6,
             label=f"x (4, 512) {str(dtype).removeprefix('torch.')} starting one element past a 16-byte boundary",
             hint="take the 128-bit path only when x, weight and y are 16-byte aligned (and VEC divides cols)",
+        )
+        x, _ = activations((4, 512), dtype, device="cuda")
+        flat = (1 + 0.5 * torch.randn(1 + 512, device="cuda")).to(dtype)
+        weight = flat[1:]  # contiguous, data pointer 2 or 4 bytes past a 16-byte boundary; x and y aligned
+        expect_rmsnorm(
+            run_cuda(module, x, weight, 1e-6),
+            x,
+            weight,
+            1e-6,
+            label=f"x (4, 512) {str(dtype).removeprefix('torch.')}, weight starting one element past a 16-byte boundary",
+            hint="test the weight's alignment too: it is read with the same 128-bit loads as x",
         )
 
 
