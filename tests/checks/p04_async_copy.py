@@ -734,6 +734,33 @@ def cuda_sizes_and_tails(ex):
             )
 
 
+@checks("async_gemm_cuda", requires_cuda=True)
+def cuda_thousands_of_blocks_leave_no_slack(ex):
+    """(M, N, K) = (4096, 4096, 16) and (2048, 2048, 48), after a launch on NaN operands (stale shared memory then
+    usually holds NaN): 4096 blocks of one K tile and 1024 of three, each reading tile 0 as early as a mistake lets
+    it (a wait one group short waits for nothing at t = 0; without the barrier a warp reads other warps' chunks once
+    its own have landed): a race one block may win, thousands do not"""
+    module = ex.load_async_gemm()
+    with true_fp32():
+        for M, N, K in [(4096, 4096, 16), (2048, 2048, 48)]:
+            nan_a = torch.full((M, K), float("nan"), device="cuda")
+            nan_b = torch.full((K, N), float("nan"), device="cuda")
+            module.async_matmul(nan_a, nan_b)  # leaves NaN tiles in shared memory for the next launch's early reads
+            A, B = torch.randn(M, K, device="cuda"), torch.randn(K, N, device="cuda")
+            label = describe(A=A, B=B) + f" on cuda ({(M // 64) * (N // 64)} blocks, {K // 16} K tiles each)"
+            got = module.async_matmul(A, B)
+            torch.cuda.synchronize()
+            expect_tensor(got, shape=(M, N), dtype=torch.float32, device="cuda", input=label)
+            expect_close(
+                got.cpu(),
+                cuda_reference(A, B),
+                baseline=(A @ B).cpu(),
+                input=label,
+                hint="tile t is ready only after __pipeline_wait_prior(STAGES - 2) (this thread's copies) AND "
+                "__syncthreads() (everyone's): " + HINT_CUDA,
+            )
+
+
 @checks("async_gemm_cuda", requires_cuda=True, gate=True)
 def cuda_out_windows_of_nan_buffers(ex):
     """async_matmul_out with A, B the leading rows of NaN-filled buffers (a read past them brings NaN in) and out a
