@@ -449,10 +449,10 @@ def build() -> LessonBuilder:
           (`zfill = 16`, with `src` pointing at the start of the matrix, which is always a valid address); no commit;
         - the main loop of `async_matmul_kernel`: the prologue and the loop of section 3, with `__pipeline_commit()`
           and `__pipeline_wait_prior(STAGES - 2)`;
-        - `check_operands`: `TORCH_CHECK` CUDA, float32, 2-D, matching inner dimensions, `out` $(M, N)$, contiguous,
-          **$K$ and $N$ multiples of 4 and `A`, `B` 16-byte aligned** (the 16-byte chunks), sizes that fit an `int` with
-          a tile to spare ($< 2^{31} - 64$: `K + BK - 1` and `block_col + 60` must not overflow)
-          and the grid. **Tails:** $M$, $N$ and $K$ need not be multiples of the tile — the zero-fill handles them —
+        - `check_operands`: `TORCH_CHECK` CUDA (one device), float32, 2-D, matching inner dimensions, `out` $(M, N)$,
+          contiguous, **$K$ and $N$ multiples of 4 and `A`, `B` 16-byte aligned** (the 16-byte chunks), sizes that fit
+          an `int` with a tile to spare ($< 2^{31} - 64$: `K + BK - 1` and `block_col + 60` must not overflow) and the
+          grid. **Tails:** $M$, $N$ and $K$ need not be multiples of the tile — the zero-fill handles them —
           but $K$ and $N$ that are not multiples of 4 are refused (a chunk would straddle the end of a row);
         - `async_matmul_out`: check, launch $(\lceil N/64 \rceil, \lceil M/64 \rceil)$ blocks of 256 threads on the
           current stream (none for an empty $C$), check the launch, return `out`; and `load_async_gemm`.
@@ -561,10 +561,13 @@ def build() -> LessonBuilder:
 
         static void check_operands(const torch::Tensor& A, const torch::Tensor& B, const torch::Tensor& out) {
             // TODO: TORCH_CHECK (messages: string literals, or std::string with std::to_string of integers)
-            //       CUDA; float32; 2-D; A.size(1) == B.size(0); out (M, N); contiguous; K % 4 == 0 and N % 4 == 0;
-            //       A and B data 16-byte aligned; M, N, K < 2^31 - 64 (int indices, a tile to spare); ceil(M / BM) <= 65535
+            //       CUDA, all on one device; float32; 2-D; A.size(1) == B.size(0); out (M, N); contiguous;
+            //       K % 4 == 0 and N % 4 == 0; A and B data 16-byte aligned; M, N, K < 2^31 - 64 (int indices, a tile
+            //       to spare); ceil(M / BM) <= 65535
             ### BEGIN SOLUTION
             TORCH_CHECK(A.is_cuda() && B.is_cuda() && out.is_cuda(), "async_matmul: A, B and out must be CUDA tensors");
+            TORCH_CHECK(B.device() == A.device() && out.device() == A.device(),
+                        "async_matmul: A, B and out must be on the same GPU");
             TORCH_CHECK(A.scalar_type() == torch::kFloat32 && B.scalar_type() == torch::kFloat32 &&
                             out.scalar_type() == torch::kFloat32,
                         "async_matmul: A, B and out must be float32");
