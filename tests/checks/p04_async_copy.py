@@ -747,7 +747,7 @@ def cuda_thousands_of_blocks_leave_no_slack(ex):
             nan_b = torch.full((K, N), float("nan"), device="cuda")
             module.async_matmul(nan_a, nan_b)  # leaves NaN tiles in shared memory for the next launch's early reads
             A, B = torch.randn(M, K, device="cuda"), torch.randn(K, N, device="cuda")
-            label = describe(A=A, B=B) + f" on cuda ({(M // 64) * (N // 64)} blocks, {K // 16} K tiles each)"
+            label = describe(A=A, B=B) + f" on cuda ({(M // 64) * (N // 64)} blocks, {K // 16} K tile(s) each)"
             got = module.async_matmul(A, B)
             torch.cuda.synchronize()
             expect_tensor(got, shape=(M, N), dtype=torch.float32, device="cuda", input=label)
