@@ -714,10 +714,11 @@ def cuda_hand_checkable(ex):
 @checks("async_gemm_cuda", requires_cuda=True)
 def cuda_sizes_and_tails(ex):
     """(M, N, K) = (1, 4, 4), (64, 64, 16), (65, 68, 20), (130, 196, 52), (300, 200, 1000), (1000, 4, 12),
-    (5, 700, 332), (512, 512, 512), (1024, 1024, 1024), (7, 8, 0) against float64 (baseline: cuBLAS, TF32 off)"""
+    (5, 700, 332), (512, 512, 512), (1024, 1024, 1024), (7, 8, 0), and the empty (0, 8, 4), (5, 0, 4) (nothing to
+    launch: a grid of zero blocks is an error) against float64 (baseline: cuBLAS, TF32 off)"""
     module = ex.load_async_gemm()
     shapes = [(1, 4, 4), (64, 64, 16), (65, 68, 20), (130, 196, 52), (300, 200, 1000), (1000, 4, 12), (5, 700, 332)]
-    shapes += [(512, 512, 512), (1024, 1024, 1024), (7, 8, 0)]
+    shapes += [(512, 512, 512), (1024, 1024, 1024), (7, 8, 0), (0, 8, 4), (5, 0, 4)]
     with true_fp32():
         for M, N, K in shapes:
             A, B = torch.randn(M, K, device="cuda"), torch.randn(K, N, device="cuda")
