@@ -737,18 +737,20 @@ def cuda_sizes_and_tails(ex):
 
 @checks("async_gemm_cuda", requires_cuda=True)
 def cuda_thousands_of_blocks_leave_no_slack(ex):
-    """(M, N, K) = (4096, 4096, 16) and (2048, 2048, 48), after a launch on NaN operands (stale shared memory then
-    usually holds NaN): 4096 blocks of one K tile and 1024 of three, each reading tile 0 as early as a mistake lets
+    """(M, N, K) = (4096, 4096, 16), (2048, 2048, 48) and (56, 262144, 12), each after a launch on NaN operands
+    (stale shared memory then usually holds NaN): thousands of blocks, each reading tile 0 as early as a mistake lets
     it (a wait one group short waits for nothing at t = 0; without the barrier a warp reads other warps' chunks once
-    its own have landed): a race one block may win, thousands do not"""
+    its own have landed, and with M = 56, K = 12 the last warp's own copies are all zero-fills, which read nothing
+    from memory, while it reads rows that others fetch): a race one block may win, thousands do not"""
     module = ex.load_async_gemm()
     with true_fp32():
-        for M, N, K in [(4096, 4096, 16), (2048, 2048, 48)]:
+        for M, N, K in [(4096, 4096, 16), (2048, 2048, 48), (56, 262144, 12)]:
             nan_a = torch.full((M, K), float("nan"), device="cuda")
             nan_b = torch.full((K, N), float("nan"), device="cuda")
             module.async_matmul(nan_a, nan_b)  # leaves NaN tiles in shared memory for the next launch's early reads
             A, B = torch.randn(M, K, device="cuda"), torch.randn(K, N, device="cuda")
-            label = describe(A=A, B=B) + f" on cuda ({(M // 64) * (N // 64)} blocks, {K // 16} K tile(s) each)"
+            blocks, tiles = math.ceil(M / 64) * math.ceil(N / 64), math.ceil(K / 16)
+            label = describe(A=A, B=B) + f" on cuda ({blocks} blocks, {tiles} K tile(s) each)"
             got = module.async_matmul(A, B)
             torch.cuda.synchronize()
             expect_tensor(got, shape=(M, N), dtype=torch.float32, device="cuda", input=label)
