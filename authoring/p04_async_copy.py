@@ -664,8 +664,9 @@ def build() -> LessonBuilder:
         within a few tens of percent of it. With $4 \times 4$ outputs per thread, a thread loads $4 + 4$ shared floats
         per 16 FMAs (0.5 loads per FMA, twice the 0.25 of the $8 \times 8$ `sgemm` of `p04.shared_memory`), so both of
         this lesson's kernels sit well below cuBLAS; the interesting number is their *ratio*. The arithmetic intensity of a block tile against global
-        memory is $2 \cdot 64 \cdot 64 \cdot 16$ FLOPs per $2 \cdot 64 \cdot 16 \cdot 4$ bytes $= 16$ FLOP/byte, far
-        above the H200's balance point ($67 / 4.8 \approx 14$), so the kernel is not bandwidth-bound: what the
+        memory is $2 \cdot 64 \cdot 64 \cdot 16$ FLOPs per $2 \cdot 64 \cdot 16 \cdot 4$ bytes $= 16$ FLOP/byte, above
+        the H200's balance point ($67 / 4.8 \approx 14$) even if every tile came from HBM (most come from L2: the blocks
+        of one row of $C$ share their $A$ tiles), so the kernel is not bandwidth-bound: what the
         pipeline removes is **latency** — the stalls of the synchronous version between issuing its loads and storing
         them, and its second barrier. `ptxas -v` (nvcc 13.0, sm_80 and sm_90) reports 64 registers per thread for both kernels
         and no spills, so 4 blocks of 256 threads fit on an SM (65,536 registers), with 96 KB of shared memory for the
