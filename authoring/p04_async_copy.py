@@ -62,10 +62,12 @@ def build() -> LessonBuilder:
         *stalls* until the global load returns. How long is that? HBM is hundreds of cycles away: microbenchmark
         studies of Ampere and Hopper (for example Luo et al., *Benchmarking and Dissecting the Nvidia Hopper GPU
         Architecture*, 2024) measure a global load that misses the caches at several hundred SM cycles; this lesson
-        takes 500-800 cycles as the order of magnitude, a few hundred nanoseconds at about 2 GHz. A block of the lesson's C++ kernel computes for only a few hundred cycles per
-        $K$ step ($64 \times 64$ outputs $\times$ 16 multiply-adds on 256 threads: 64 FMAs each). So a block alone would
-        spend more time waiting than computing; the GPU hides part of this by running other blocks on the same SM while
-        this one waits (occupancy), but only as far as registers and shared memory allow several blocks per SM.
+        takes 500-800 cycles as the order of magnitude, a few hundred nanoseconds at about 2 GHz. A block of the
+        lesson's C++ kernel computes for about that long per $K$ step ($64 \times 64$ outputs $\times$ 16 multiply-adds
+        on 256 threads: 256 FMAs each, at least 512 issue cycles for the two warps that share each of the SM's four
+        schedulers). So a block alone would spend about as much time waiting as computing; the GPU hides part of this by
+        running other blocks on the same SM while this one waits (occupancy), but only as far as registers and shared
+        memory allow several blocks per SM.
 
         **How much must be in flight?** Little's law: bytes in flight = bandwidth × latency. To keep the H200's HBM3e
         busy at its 4.8 TB/s (NVIDIA's H200 datasheet) with a latency of, say, 400 ns, the chip needs about
@@ -447,9 +449,10 @@ def build() -> LessonBuilder:
           (`zfill = 16`, with `src` pointing at the start of the matrix, which is always a valid address); no commit;
         - the main loop of `async_matmul_kernel`: the prologue and the loop of section 3, with `__pipeline_commit()`
           and `__pipeline_wait_prior(STAGES - 2)`;
-        - `check_operands`: `TORCH_CHECK` CUDA, float32, 2-D, matching inner dimensions, `out` $(M, N)$, contiguous,
-          **$K$ and $N$ multiples of 4 and `A`, `B` 16-byte aligned** (the 16-byte chunks), sizes that fit an `int`
-          and the grid. **Tails:** $M$, $N$ and $K$ need not be multiples of the tile — the zero-fill handles them —
+        - `check_operands`: `TORCH_CHECK` CUDA (one device), float32, 2-D, matching inner dimensions, `out` $(M, N)$,
+          contiguous, **$K$ and $N$ multiples of 4 and `A`, `B` 16-byte aligned** (the 16-byte chunks), sizes that fit
+          an `int` with a tile to spare ($< 2^{31} - 64$: `K + BK - 1` and `block_col + 60` must not overflow) and the
+          grid. **Tails:** $M$, $N$ and $K$ need not be multiples of the tile — the zero-fill handles them —
           but $K$ and $N$ that are not multiples of 4 are refused (a chunk would straddle the end of a row);
         - `async_matmul_out`: check, launch $(\lceil N/64 \rceil, \lceil M/64 \rceil)$ blocks of 256 threads on the
           current stream (none for an empty $C$), check the launch, return `out`; and `load_async_gemm`.
@@ -558,10 +561,13 @@ def build() -> LessonBuilder:
 
         static void check_operands(const torch::Tensor& A, const torch::Tensor& B, const torch::Tensor& out) {
             // TODO: TORCH_CHECK (messages: string literals, or std::string with std::to_string of integers)
-            //       CUDA; float32; 2-D; A.size(1) == B.size(0); out (M, N); contiguous; K % 4 == 0 and N % 4 == 0;
-            //       A and B data 16-byte aligned; M, N, K < 2^31; ceil(M / BM) <= 65535
+            //       CUDA, all on one device; float32; 2-D; A.size(1) == B.size(0); out (M, N); contiguous;
+            //       K % 4 == 0 and N % 4 == 0; A and B data 16-byte aligned; M, N, K < 2^31 - 64 (int indices, a tile
+            //       to spare); ceil(M / BM) <= 65535
             ### BEGIN SOLUTION
             TORCH_CHECK(A.is_cuda() && B.is_cuda() && out.is_cuda(), "async_matmul: A, B and out must be CUDA tensors");
+            TORCH_CHECK(B.device() == A.device() && out.device() == A.device(),
+                        "async_matmul: A, B and out must be on the same GPU");
             TORCH_CHECK(A.scalar_type() == torch::kFloat32 && B.scalar_type() == torch::kFloat32 &&
                             out.scalar_type() == torch::kFloat32,
                         "async_matmul: A, B and out must be float32");
@@ -577,8 +583,9 @@ def build() -> LessonBuilder:
             TORCH_CHECK(reinterpret_cast<std::uintptr_t>(A.data_ptr()) % 16 == 0 &&
                             reinterpret_cast<std::uintptr_t>(B.data_ptr()) % 16 == 0,
                         "async_matmul: A and B must start on a 16-byte boundary (a view that starts mid-row does not)");
-            TORCH_CHECK(A.size(0) < (1LL << 31) && A.size(1) < (1LL << 31) && B.size(1) < (1LL << 31),
-                        "async_matmul: M, N and K must fit in an int");
+            constexpr long long kMaxSize = (1LL << 31) - 64;  // K + BK - 1 and block_col + 60 stay below 2^31
+            TORCH_CHECK(A.size(0) < kMaxSize && A.size(1) < kMaxSize && B.size(1) < kMaxSize,
+                        "async_matmul: M, N and K must be below 2^31 - 64 (int indices with a tile to spare)");
             TORCH_CHECK((A.size(0) + BM - 1) / BM <= 65535, "async_matmul: M is too large for gridDim.y");
             ### END SOLUTION
         }
@@ -657,8 +664,9 @@ def build() -> LessonBuilder:
         within a few tens of percent of it. With $4 \times 4$ outputs per thread, a thread loads $4 + 4$ shared floats
         per 16 FMAs (0.5 loads per FMA, twice the 0.25 of the $8 \times 8$ `sgemm` of `p04.shared_memory`), so both of
         this lesson's kernels sit well below cuBLAS; the interesting number is their *ratio*. The arithmetic intensity of a block tile against global
-        memory is $2 \cdot 64 \cdot 64 \cdot 16$ FLOPs per $2 \cdot 64 \cdot 16 \cdot 4$ bytes $= 16$ FLOP/byte, far
-        above the H200's balance point ($67 / 4.8 \approx 14$), so the kernel is not bandwidth-bound: what the
+        memory is $2 \cdot 64 \cdot 64 \cdot 16$ FLOPs per $2 \cdot 64 \cdot 16 \cdot 4$ bytes $= 16$ FLOP/byte, above
+        the H200's balance point ($67 / 4.8 \approx 14$) even if every tile came from HBM (most come from L2: the blocks
+        of one row of $C$ share their $A$ tiles), so the kernel is not bandwidth-bound: what the
         pipeline removes is **latency** — the stalls of the synchronous version between issuing its loads and storing
         them, and its second barrier. `ptxas -v` (nvcc 13.0, sm_80 and sm_90) reports 64 registers per thread for both kernels
         and no spills, so 4 blocks of 256 threads fit on an SM (65,536 registers), with 96 KB of shared memory for the
@@ -704,9 +712,14 @@ def build() -> LessonBuilder:
         one buffer with one barrier (a race the detector finds), the barrier after the prefetch instead of before
         it, tile $t+1$ loaded into buffer $t \bmod 2$, the K bound missing on the prefetch. In C++: waiting for
         `STAGES - 1` groups, no barrier, computing on slot $(t + 1) \bmod$ `STAGES`, prefetching into the slot being
-        computed, no zero-fill at the tails, and no alignment check. On a real GPU the WAR mistakes give wrong answers
-        only *sometimes* (the overwriting copy usually lands after the slow warp is done): this is why the schedule is
-        checked on a model, where a hazard is found every time.
+        computed, no zero-fill at the tails, PTX's `src_size` passed where `__pipeline_memcpy_async` wants the bytes to
+        zero, and no alignment check. On a real GPU a hazard is a race: the WAR mistakes give wrong answers only
+        *sometimes* (the overwriting copy usually lands after the slow warp is done), which is why the schedule is
+        checked on a model, where a hazard is found every time. The two RAW mistakes (the wait one group short, no
+        barrier) are caught on the GPU by grids of thousands of blocks, each of which reads tile 0 as early as the
+        mistake lets it: a few instructions after issuing the copies (the short wait: at $t = 0$ it waits for nothing),
+        or as soon as its own warp's copies have landed while other warps' may not have (no barrier). One block may win
+        that race; thousands do not.
 
         **Production.** CUTLASS 2.x's `MmaMultistage` (`kStages`, 3-5 on Ampere) is this loop with `cp.async` for both
         operands, swizzled shared layouts and tensor-core `mma.sync` in the compute. Triton's `num_stages` makes its

@@ -714,10 +714,11 @@ def cuda_hand_checkable(ex):
 @checks("async_gemm_cuda", requires_cuda=True)
 def cuda_sizes_and_tails(ex):
     """(M, N, K) = (1, 4, 4), (64, 64, 16), (65, 68, 20), (130, 196, 52), (300, 200, 1000), (1000, 4, 12),
-    (5, 700, 332), (512, 512, 512), (1024, 1024, 1024), (7, 8, 0) against float64 (baseline: cuBLAS, TF32 off)"""
+    (5, 700, 332), (512, 512, 512), (1024, 1024, 1024), (7, 8, 0), and the empty (0, 8, 4), (5, 0, 4) (nothing to
+    launch: a grid of zero blocks is an error) against float64 (baseline: cuBLAS, TF32 off)"""
     module = ex.load_async_gemm()
     shapes = [(1, 4, 4), (64, 64, 16), (65, 68, 20), (130, 196, 52), (300, 200, 1000), (1000, 4, 12), (5, 700, 332)]
-    shapes += [(512, 512, 512), (1024, 1024, 1024), (7, 8, 0)]
+    shapes += [(512, 512, 512), (1024, 1024, 1024), (7, 8, 0), (0, 8, 4), (5, 0, 4)]
     with true_fp32():
         for M, N, K in shapes:
             A, B = torch.randn(M, K, device="cuda"), torch.randn(K, N, device="cuda")
@@ -731,6 +732,35 @@ def cuda_sizes_and_tails(ex):
                 baseline=(A @ B).cpu(),
                 input=label,
                 hint="zero-fill the chunks outside the matrices (K tails meet zeros); " + HINT_CUDA,
+            )
+
+
+@checks("async_gemm_cuda", requires_cuda=True)
+def cuda_thousands_of_blocks_leave_no_slack(ex):
+    """(M, N, K) = (4096, 4096, 16), (2048, 2048, 48) and (56, 262144, 12), each after a launch on NaN operands
+    (stale shared memory then usually holds NaN): thousands of blocks, each reading tile 0 as early as a mistake lets
+    it (a wait one group short waits for nothing at t = 0; without the barrier a warp reads other warps' chunks once
+    its own have landed, and with M = 56, K = 12 the last warp's own copies are all zero-fills, which read nothing
+    from memory, while it reads rows that others fetch): a race one block may win, thousands do not"""
+    module = ex.load_async_gemm()
+    with true_fp32():
+        for M, N, K in [(4096, 4096, 16), (2048, 2048, 48), (56, 262144, 12)]:
+            nan_a = torch.full((M, K), float("nan"), device="cuda")
+            nan_b = torch.full((K, N), float("nan"), device="cuda")
+            module.async_matmul(nan_a, nan_b)  # leaves NaN tiles in shared memory for the next launch's early reads
+            A, B = torch.randn(M, K, device="cuda"), torch.randn(K, N, device="cuda")
+            blocks, tiles = math.ceil(M / 64) * math.ceil(N / 64), math.ceil(K / 16)
+            label = describe(A=A, B=B) + f" on cuda ({blocks} blocks, {tiles} K tile(s) each)"
+            got = module.async_matmul(A, B)
+            torch.cuda.synchronize()
+            expect_tensor(got, shape=(M, N), dtype=torch.float32, device="cuda", input=label)
+            expect_close(
+                got.cpu(),
+                cuda_reference(A, B),
+                baseline=(A @ B).cpu(),
+                input=label,
+                hint="tile t is ready only after __pipeline_wait_prior(STAGES - 2) (this thread's copies) AND "
+                "__syncthreads() (everyone's): " + HINT_CUDA,
             )
 
 

@@ -220,6 +220,22 @@ MUTANTS = [
     ),
     Mutant(
         "async_gemm_cuda",
+        "zfill_as_src_size",
+        "passes PTX's src_size (16 inside, 0 outside) as the zfill argument, which counts the bytes to zero: the chunks "
+        "inside the matrices become zeros and those outside are copied from the dummy source",
+        [
+            (
+                "__pipeline_memcpy_async(&As[slot][r][c], src, 16, inside ? 0 : 16);",
+                "__pipeline_memcpy_async(&As[slot][r][c], src, 16, inside ? 16 : 0);",
+            ),
+            (
+                "__pipeline_memcpy_async(&Bs[slot][r][c], src, 16, inside ? 0 : 16);",
+                "__pipeline_memcpy_async(&Bs[slot][r][c], src, 16, inside ? 16 : 0);",
+            ),
+        ],
+    ),
+    Mutant(
+        "async_gemm_cuda",
         "no_alignment_check",
         "no check that K and N are multiples of 4: a 16-byte chunk straddles the end of a row",
         [
