@@ -23,6 +23,11 @@ taken from an earlier lesson with `use()` (the learner's own, or that lesson's r
 kernel's `run`: a `JITFunction` on a GPU, an `InterpretedFunction` under `TRITON_INTERPRET=1`, reached through the
 `.fn` chain of `triton.autotune`/`heuristics`); a passing check that used a learner class (an `autograd.Function`,
 an `nn.Module`) or an in-place function must have launched at least one. Everything is restored when the check ends.
+
+CUDA C++ exercises: ATen called from inside an extension is invisible to the Python-level watch, so
+`llm_algo.cuda.compile_cuda` hands the learner's source to `check_cpp_source` first. While a check runs code of the
+learner's that compiles C++, a call in that source to a forbidden function's ATen namesake (`torch::matmul`,
+`at::softmax`, `x.sum(...)`; and cuBLAS where a matmul is forbidden) is a violation like a Python call.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import functools
 import importlib.util
 import inspect
 import os
+import re
 import sys
 import types
 from collections.abc import Callable, Iterable, Iterator
@@ -176,6 +182,47 @@ class Forbidden:
         return name or (self.running(code, function.__module__) if code is not None else None)
 
 
+_MATMULS = {"matmul", "mm", "bmm", "addmm", "baddbmm", "einsum", "linear", "tensordot", "matrix_power"}
+_CPP_NOISE = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"', re.S)  # comments and string literals
+
+
+def cpp_names(forbidden: Forbidden) -> set[str]:
+    """The ATen names of what a declaration forbids: `torch.matmul`, `Tensor.matmul` -> "matmul"."""
+    names = set()
+    for name in [*forbidden.calls.values(), *forbidden.classes.values()]:
+        leaf = name.rsplit(".", 1)[-1]
+        if leaf.isidentifier() and not leaf.startswith("_"):
+            names.add(leaf)
+    return names
+
+
+def cpp_calls(source: str, names: set[str]) -> str | None:
+    """The first call in C++ `source` of ATen's `name` (`torch::name(`, `at::native::name(`, `x.name(`) for a name
+    in `names`, or of cuBLAS when a matmul is among them; comments and string literals are not code."""
+    if not names:
+        return None
+    code = _CPP_NOISE.sub(lambda m: " " * len(m.group()), source)
+    alternatives = "|".join(sorted(map(re.escape, names), key=len, reverse=True))
+    pattern = rf"\b(?:torch|at)::(?:\w+::)*(?:{alternatives})\s*\(|\.(?:{alternatives})_?\s*\("
+    if names & _MATMULS:
+        pattern += r"|\bcublas\w*\s*\(|\bat::cuda::blas::"
+    found = re.search(pattern, code)
+    if found is None:
+        return None
+    line = code.count("\n", 0, found.start()) + 1
+    return f"`{found.group().rstrip('( ').strip()}` (line {line} of your CUDA source)"
+
+
+_open: list[Enforcement] = []  # the Enforcement of the check that runs now, if any
+
+
+def check_cpp_source(source: str) -> None:
+    """Called by `compile_cuda` before it builds or loads: a forbidden ATen or cuBLAS call in C++ that the learner's
+    code compiles fails the running check (ForbiddenCall)."""
+    if _open:
+        _open[-1].on_cpp_source(source, sys._getframe(1))
+
+
 @dataclass(frozen=True)
 class Restriction:
     """One exercise's declaration (see `Checks.restrict`)."""
@@ -256,6 +303,7 @@ class Enforcement:
     def __enter__(self) -> Enforcement:
         if self.restriction is None:
             return self
+        _open.append(self)
         if self.restriction.kernel:
             self._patch_kernels()
         if self.restriction.forbid:
@@ -268,6 +316,8 @@ class Enforcement:
         return self
 
     def __exit__(self, *exc_info) -> None:
+        if self in _open:
+            _open.remove(self)
         if self._profile is not _NO_PROFILE:
             sys.setprofile(self._profile)
             self._profile = _NO_PROFILE
@@ -358,6 +408,20 @@ class Enforcement:
 
     def _forbid(self, what: str) -> None:
         self._record(f"{what}, which this exercise forbids: {self.restriction.instead}")
+
+    def on_cpp_source(self, source: str, caller) -> None:
+        """C++ is being compiled from `caller`: when the learner's frame comes first outwards (not the grader's), a
+        forbidden ATen or cuBLAS call in it is a violation."""
+        frame = caller
+        while frame is not None and frame.f_globals is not self.namespace:
+            if frame.f_globals is self.grader_globals:
+                return
+            frame = frame.f_back
+        if frame is None:
+            return
+        call = cpp_calls(source, cpp_names(self.restriction.forbidden))
+        if call is not None:
+            self._forbid(f"your C++ calls {call}, compiled at {self._where(frame)}")
 
     def on_python_call(self, name: str, caller) -> None:
         """Forbidden Python code (or a C function of another library) is being called from `caller`: a violation when

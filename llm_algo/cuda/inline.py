@@ -106,8 +106,11 @@ def compile_cuda(
     `cuda_source` is declared for you."""
     from torch.utils.cpp_extension import load_inline
 
+    from ..check.restrictions import check_cpp_source
+
     if not isinstance(cuda_source, str) or not cuda_source.strip():
         raise ValueError("cuda_source must be the CUDA C++ text of your kernel and its launcher")
+    check_cpp_source(cuda_source)  # while a check runs: ATen doing the exercise's work is a forbidden call
     flags = ["-O3", "-lineinfo", *(extra_cuda_cflags or [])]
     cpp = cpp_source if cpp_source is not None else declarations(cuda_source, functions)
     environment, _ = build_environment()

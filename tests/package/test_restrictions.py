@@ -464,3 +464,38 @@ def test_a_forbidden_call_inside_a_learners_backward_is_caught(lab: Lab) -> None
         train_step()
     assert "torch.autograd.grad" in enforcement.violation(passed=True)
     train_step()  # outside the check, the learner's class is as it was (the backward restored)
+
+
+def test_aten_called_inside_the_learners_cpp_is_a_forbidden_call():
+    """ATen inside an extension is invisible to the Python-level watch: compile_cuda hands the learner's source to
+    the running check first, so `torch::matmul` in a matmul exercise's C++ fails it before anything is built, while
+    the same text compiled by the checks' own code, comments and string literals, and other lessons' names pass."""
+    from llm_algo.check.restrictions import MATMUL, Enforcement, Restriction, check_cpp_source, cpp_calls, cpp_names
+    from llm_algo.cuda.inline import compile_cuda
+
+    cheat = (
+        "// a reference: torch::matmul(A, B)\n"
+        "torch::Tensor gemm(torch::Tensor A, torch::Tensor B) {\n"
+        '    TORCH_CHECK(A.dim() == 2, "A.matmul(B) needs 2-D A");\n'
+        "    return at::matmul(A, B);\n"
+        "}\n"
+    )
+    namespace: dict = {"__name__": "__lesson__", "compile_cuda": compile_cuda, "SOURCE": cheat}
+    exec("def load():\n    return compile_cuda(SOURCE, ['gemm'], name='cheat')\n", namespace)
+    restriction = Restriction(forbid=tuple(MATMUL), instead="multiply in your __global__ kernel")
+    grader = {"__name__": "tests.checks.fake", "check_cpp_source": check_cpp_source, "SOURCE": cheat}
+    exec("def reference():\n    check_cpp_source(SOURCE)\n", grader)
+    namespace["reference"] = grader["reference"]
+    exec("def through_the_checks():\n    reference()\n", namespace)
+    with Enforcement(restriction, namespace, grader, lambda filename, lineno: "") as enforcement:
+        namespace["through_the_checks"]()  # the checks' frame comes first outwards: their own C++ is theirs
+        assert enforcement.violation(passed=True) == ""
+        with pytest.raises(Exception, match=r"at::matmul.*line 4 of your CUDA source"):
+            namespace["load"]()
+    assert "at::matmul" in enforcement.violation(passed=True)
+    check_cpp_source(cheat)  # no check running: nothing to enforce
+
+    names = cpp_names(restriction.forbidden)
+    assert cpp_calls("y = x.mm(w);", names) and cpp_calls("cublasGemmEx(handle);", names)
+    assert cpp_calls(cheat.replace("return at::matmul(A, B);", "return A;"), names) is None
+    assert cpp_calls("wmma::mma_sync(c, a, b, c); float m = std::numeric_limits<float>::max();", names) is None
