@@ -31,7 +31,8 @@ def build() -> LessonBuilder:
         warp-level multiply built from per-lane fragments; and in CUDA C++ a **WMMA GEMM** (fp16 and bf16 in, fp32
         accumulate and out, shared-memory tiles, 8 warps that each own a 4×2 block of 16×16 fragments). **Graded
         against** float64 products and an independently written rounding model, an encoding of the PTX ISA's fragment
-        tables, and cuBLAS with K-derived error bounds. The first two exercises grade on every machine. The C++ one
+        tables, and, for the kernel, float64 products with K-derived error bounds (the allowance of a truncating fp32
+        accumulator, as tensor cores have). The first two exercises grade on every machine. The C++ one
         grades on a GPU with compute capability 8.0 or newer (on a CPU it reads *needs a GPU*).
     """
     )
@@ -131,9 +132,10 @@ def build() -> LessonBuilder:
         accumulation is twice as fast. A PyTorch issue quotes 330 vs 165 TFLOP/s for an RTX 4090
         (pytorch/pytorch#123157). Data-center parts (A100, H100, H200) run both at the same rate, so there is nothing to
         gain there. **What production does:** PyTorch calls cuBLAS with an fp32 compute type for fp16 and bf16 GEMMs
-        (`cublasGemmEx(..., CUDA_R_32F, ...)`), and `torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction`
-        (default `True`) only lets cuBLAS use reduced precision in some *reductions*, such as combining split-K partial
-        sums. Setting it to `False` passes `CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION` (the bf16 twin is
+        (`cublasGemmEx(..., CUDA_R_32F, ...)`); only the opt-in `torch.backends.cuda.matmul.allow_fp16_accumulation`
+        (default `False`) switches fp16 GEMMs to an fp16 compute type.
+        `torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction` (default `True`) only lets cuBLAS use
+        reduced precision in some *reductions*, such as combining split-K partial sums. Setting it to `False` passes `CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION` (the bf16 twin is
         `allow_bf16_reduced_precision_reduction`). Triton's `tl.dot` accumulates in fp32 by default (`out_dtype`), as
         do CUTLASS's default GEMMs and FlashAttention's $QK^\top$ and $PV$.
     """)
