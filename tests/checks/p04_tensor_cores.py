@@ -452,12 +452,13 @@ def toward_zero_fp32(x: torch.Tensor) -> torch.Tensor:
 
 
 def tensor_core_fp32_model(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
-    """The baseline of the GPU checks: fp32 accumulation as tensor cores do it, pessimistically. Every 8 steps of K,
-    the exact products are added to the accumulator and the sum is TRUNCATED to float32 (round toward zero: what Fasi
-    et al., "Numerical behavior of NVIDIA tensor cores", 2021, measured on V100, T4 and A100, rather than IEEE
-    round-to-nearest); that is twice the truncations of one per 16-deep instruction, a margin for hardware that also
-    truncates the aligned addends. Truncation errors do not cancel as round-to-nearest ones do: at K = 4096 they are
-    several times those of a CPU fp32 matmul, so that baseline would fail a correct kernel on an H200."""
+    """The baseline of the GPU checks: fp32 accumulation as tensor cores may do it, pessimistically. Every 8 steps of
+    K, the exact products are added to the accumulator and the sum is TRUNCATED to float32. Tensor cores are not IEEE
+    round-to-nearest adders: Fasi et al. ("Numerical behavior of NVIDIA tensor cores", 2021) report round-toward-zero
+    on V100, T4 and A100, later models (Valpey et al. 2025, Khattak and Mikaitis 2025) differ in the details, and
+    Hopper's are not documented. Truncating twice per 16-deep instruction covers both, with a margin for hardware that
+    also truncates the aligned addends. Truncation errors do not cancel as round-to-nearest ones do: at K = 4096 they
+    are several times those of a CPU fp32 matmul, so that baseline could fail a correct kernel on an H200."""
     M, K = A.shape
     N = B.shape[1]
     acc = torch.zeros(M, N, dtype=torch.float32)
