@@ -31,14 +31,15 @@ def build() -> LessonBuilder:
         warp-level multiply built from per-lane fragments; and in CUDA C++ a **WMMA GEMM** (fp16 and bf16 in, fp32
         accumulate and out, shared-memory tiles, 8 warps that each own a 4×2 block of 16×16 fragments). **Graded
         against** float64 products and an independently written rounding model, an encoding of the PTX ISA's fragment
-        tables, and cuBLAS with K-derived error bounds. The first two exercises grade on every machine. The C++ one
+        tables, and, for the kernel, float64 products with K-derived error bounds (the allowance of a truncating fp32
+        accumulator, as tensor cores have). The first two exercises grade on every machine. The C++ one
         grades on a GPU with compute capability 8.0 or newer (on a CPU it reads *needs a GPU*).
     """
     )
     lesson.md(r"""
         ## 本节要点
 
-        - **为什么用 Tensor Core**：H200 的 fp16/bf16 稠密矩阵算力约 989 TFLOP/s，fp32 FMA 约 67 TFLOP/s，相差约 15 倍；LLM 中所有大矩阵乘都跑在 Tensor Core 上。
+        - **为什么用 Tensor Core**：H200 的 fp16/bf16 稠密矩阵算力约 989 TFLOP/s，fp32 FMA 约 67 TFLOP/s（均为 NVIDIA 规格值，非实测），相差约 15 倍；LLM 中所有大矩阵乘都跑在 Tensor Core 上。
         - **Warp 级矩阵乘加**：一个 warp 协作完成 $D = AB + C$。WMMA API（`nvcuda::wmma`）以 16×16×16 的 fragment 为单位：`load_matrix_sync`、`mma_sync`、`store_matrix_sync`；WMMA fragment 内元素到 lane 的映射**未公开**。
         - **PTX `mma.sync.aligned.m16n8k16`**：布局由 PTX ISA 规定。`groupID = lane >> 2`，`threadID_in_group = lane % 4`；A 每个 lane 8 个元素（行 groupID 或 groupID+8，列 2t、2t+1，再加 8），B 4 个元素（行 2t+(i&1)(+8)，列 groupID），C/D 4 个元素（行 groupID(+8)，列 2t+(i&1)）。
         - **fp16 累加陷阱**：fp16 只有 11 位有效数字（$u = 2^{-11}$）、最大 65504。K = 4096 的点积用 fp16 累加：大数吃小数（2048 + 1 = 2048）、误差随 $K$ 增长（最坏 $\approx K u$，随机约 $\sqrt{K} u$）、超过 65504 变成 inf。fp32 累加（$u = 2^{-24}$）几乎无损，所以 cuBLAS / `torch.matmul` 对 fp16/bf16 都用 fp32 累加（参见 `torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction`）。
@@ -131,9 +132,10 @@ def build() -> LessonBuilder:
         accumulation is twice as fast. A PyTorch issue quotes 330 vs 165 TFLOP/s for an RTX 4090
         (pytorch/pytorch#123157). Data-center parts (A100, H100, H200) run both at the same rate, so there is nothing to
         gain there. **What production does:** PyTorch calls cuBLAS with an fp32 compute type for fp16 and bf16 GEMMs
-        (`cublasGemmEx(..., CUDA_R_32F, ...)`), and `torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction`
-        (default `True`) only lets cuBLAS use reduced precision in some *reductions*, such as combining split-K partial
-        sums. Setting it to `False` passes `CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION` (the bf16 twin is
+        (`cublasGemmEx(..., CUDA_R_32F, ...)`); only the opt-in `torch.backends.cuda.matmul.allow_fp16_accumulation`
+        (default `False`) switches fp16 GEMMs to an fp16 compute type.
+        `torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction` (default `True`) only lets cuBLAS use
+        reduced precision in some *reductions*, such as combining split-K partial sums. Setting it to `False` passes `CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION` (the bf16 twin is
         `allow_bf16_reduced_precision_reduction`). Triton's `tl.dot` accumulates in fp32 by default (`out_dtype`), as
         do CUTLASS's default GEMMs and FlashAttention's $QK^\top$ and $PV$.
     """)
@@ -155,7 +157,8 @@ def build() -> LessonBuilder:
 
         Write `mma_tiled(A, B, acc_dtype)` for `A` $(M, K)$ and `B` $(K, N)$, both float16 or both bfloat16, with
         $M, N, K$ multiples of 16. Walk $K$ in steps of `TILE_K = 16`. At each step compute the tile products
-        $A_t B_t$ **exactly** (in float64: products of fp16/bf16 values and sums of 16 of them are exact there), add
+        $A_t B_t$ **exactly** (in float64: products of fp16/bf16 values are exact there, and a sum of 16 of them is
+        exact, or off by far less than any rounding this exercise models), add
         them to the accumulator in float64, and **round the sum to `acc_dtype`** (`float16`, `bfloat16` or `float32`)
         before the next step. Return the $(M, N)$ accumulator in `acc_dtype`. Do all output tiles of a step at once: a
         broadcast multiply and a `sum` over the 16-long K axis do it, because the $M \times N$ tiling does not change
@@ -693,8 +696,9 @@ def build() -> LessonBuilder:
         ## 10. Reading the solutions
 
         **`mma_tiled`.** `a[:, :, None] * b[None, :, :]` is $(M, 16, N)$: every product of the step, exact in float64,
-        and `.sum(dim=1)` adds the 16 of each output element, still exactly (fp16 products have 22 significant bits
-        and float64 has 53). The one line that carries the lesson is
+        and `.sum(dim=1)` adds the 16 of each output element, exactly whenever the products lie within about $2^{27}$ of
+        each other (fp16 products have 22 significant bits, the sum of 16 needs 4 more, and float64 has 53), and
+        otherwise with an error far below one fp32 rounding. The one line that carries the lesson is
         `acc = (acc.double() + tile).to(acc_dtype)`: one rounding per K step, in the accumulator's type, as the
         hardware does per instruction. Keeping `acc` in float64 and rounding once at the end would model an exact
         accumulator and hide the pitfall. Rounding each product before summing would model a worse machine than the
