@@ -24,6 +24,7 @@ import re
 import shutil
 from pathlib import Path
 
+from ..heartbeat import outside_time_limit
 from ..paths import state_dir
 from .host_compiler import build_environment
 
@@ -123,7 +124,7 @@ def compile_cuda(
     folder = state_dir() / "cuda" / module_name
     folder.mkdir(parents=True, exist_ok=True)
     try:
-        with _environment(environment):
+        with _environment(environment), outside_time_limit():  # a check's time is for the kernel, not nvcc
             module = load_inline(
                 module_name,
                 cpp_sources=cpp,

@@ -25,6 +25,7 @@ from pathlib import Path
 from ..check.api import CheckSpec, load_checks
 from ..grading.execute import MODE_ENV, load_namespace
 from ..grading.run import check_exercise, ran_past_time_limit, time_limit
+from ..heartbeat import on_beat
 from ..notebook import NotebookError, read_lesson
 from .generate import AutoMutant, generate
 
@@ -133,6 +134,7 @@ def main(request_path: str, events_path: str) -> int:
             events.write(json.dumps(event) + "\n")
             events.flush()
 
+        on_beat(lambda: emit({"type": "alive"}))  # during an nvcc build (llm_algo.heartbeat)
         try:
             grade_mutants(request["notebook"], request["ids"], timeout=request["timeout"], emit=emit)
         except (NotebookError, FileNotFoundError, TypeError, TimeoutError) as exc:

@@ -21,6 +21,7 @@ LAYERS = [  # lowest first; a name is a top-level module or subpackage of llm_al
         "check_index",
         "colab",
         "messages",
+        "heartbeat",
     },
     {"check"},
     {"references", "distributed", "cuda"},
