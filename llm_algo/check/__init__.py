@@ -16,6 +16,7 @@ from .api import (
     expect_value_error,
     load_checks,
     one_thread,
+    replacing,
 )
 from .failure import CheckFailed
 from .restrictions import reference_only
@@ -38,4 +39,5 @@ __all__ = [
     "load_checks",
     "one_thread",
     "reference_only",
+    "replacing",
 ]

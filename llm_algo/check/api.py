@@ -161,6 +161,24 @@ class Exercise:
             ) from None
 
 
+@contextlib.contextmanager
+def replacing(ex: Exercise, name: str, value) -> Iterator:
+    """While the block runs, the notebook's `name` is `value` — a recorder around a kernel or a given helper, or the
+    checks' own copy of it — so that the learner's code calls it by that name; afterwards the name is what it was
+    (or undefined again). Yields `value`."""
+    namespace = ex._namespace
+    missing = object()
+    before = namespace.get(name, missing)
+    namespace[name] = value
+    try:
+        yield value
+    finally:
+        if before is missing:
+            namespace.pop(name, None)
+        else:
+            namespace[name] = before
+
+
 # ----------------------------------------------------------------------------- helpers for checks
 
 

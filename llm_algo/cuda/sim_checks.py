@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import sys
 
-from ..check.api import expect
+from ..check.api import expect, replacing
 
 
 class LaunchRecorder:
@@ -33,13 +33,8 @@ class LaunchRecorder:
 def recording(ex, name: str):
     """Replace kernel `name` in the learner's namespace with a LaunchRecorder while the block runs."""
     kernel = getattr(ex, name)  # a missing kernel fails the check with the package's message
-    namespace = ex._namespace
-    recorder = LaunchRecorder(kernel)
-    namespace[name] = recorder
-    try:
+    with replacing(ex, name, LaunchRecorder(kernel)) as recorder:
         yield recorder
-    finally:
-        namespace[name] = kernel
 
 
 @contextlib.contextmanager

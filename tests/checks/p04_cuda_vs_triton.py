@@ -9,14 +9,13 @@ GPU*, never passed."""
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import torch
 import torch.nn.functional as F
 
 from llm_algo.bench import bandwidth_row, baseline_rows, copy_row
-from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
+from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor, replacing
 from llm_algo.check.restrictions import RMS_NORM
 from llm_algo.device import triton_compiled, triton_device
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
@@ -357,16 +356,8 @@ class WarpAllreduceRecorder:
         return values.sum(dim=-1, keepdim=True).expand_as(values).clone()
 
 
-@contextlib.contextmanager
 def recording_warp_allreduce(ex):
-    namespace = ex._namespace
-    original = namespace.get("warp_allreduce")
-    recorder = WarpAllreduceRecorder()
-    namespace["warp_allreduce"] = recorder
-    try:
-        yield recorder
-    finally:
-        namespace["warp_allreduce"] = original
+    return replacing(ex, "warp_allreduce", WarpAllreduceRecorder())
 
 
 def run_model(ex, x, weight, eps, *, label, hint=HINT):

@@ -10,12 +10,10 @@ The CUDA C++ exercise's checks need a GPU (`requires_cuda=True`): on a CPU they 
 
 from __future__ import annotations
 
-import contextlib
-
 import torch
 
 from llm_algo.bench import bandwidth_row, copy_row
-from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
+from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor, replacing
 from llm_algo.check.restrictions import LOGSUMEXP, SOFTMAX
 
 REDUCTIONS = [
@@ -89,16 +87,8 @@ class ShuffleRecorder:
         return permute_xor(values, lane_mask, int(mask))
 
 
-@contextlib.contextmanager
 def recording_shuffles(ex):
-    namespace = ex._namespace
-    original = namespace.get("shfl_xor")
-    recorder = ShuffleRecorder()
-    namespace["shfl_xor"] = recorder
-    try:
-        yield recorder
-    finally:
-        namespace["shfl_xor"] = original
+    return replacing(ex, "shfl_xor", ShuffleRecorder())
 
 
 def group_reference(values: torch.Tensor, op: str, width: int) -> torch.Tensor:
