@@ -3,9 +3,10 @@
 #
 #   bash scripts/gpu_run.sh "04_CUDA_Systems/0[1-4]*.ipynb" "p04.reduction p03.decode_attention" [self-check seconds]
 #
-# Logs go to $OUT (or /tmp/llm_algo_gpu): selfcheck.log and bench.log. On a machine whose Python lacks the course's
-# light dependencies (nbformat and its own: fastjsonschema, jsonschema, jsonschema-specifications, referencing,
-# rpds-py, jupyter_core, traitlets, platformdirs), put their wheels in .whl/: they are installed into /tmp/site.
+# Logs go to $OUT (or /tmp/llm_algo_gpu): selfcheck.log and bench.log. The self-check and bench import neither
+# nbformat nor nbclient (checked with both blocked), so a machine with torch, triton, numba-cuda, transformers, peft
+# and cloudpickle needs nothing more; wheels put in .whl/ (nbformat and its own, for headless runs) are installed
+# into /tmp/site first when nbformat is missing.
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/llm_algo_gpu}
