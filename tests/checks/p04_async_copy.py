@@ -12,7 +12,6 @@ NaN-filled buffers."""
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import numpy as np
@@ -22,7 +21,8 @@ from llm_algo.bench import flops_row
 from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
 from llm_algo.check.restrictions import MATMUL
 from llm_algo.cuda.races import first_race, tracing_shared_memory
-from llm_algo.cuda.sim_checks import LaunchRecorder, quick_switching, recording, simulate
+from llm_algo.cuda.sim_checks import quick_switching, recording, simulate
+from llm_algo.cuda.sim_matmul import as_result, baseline, expect_grid, expect_tile, operands, reference, true_fp32
 from llm_algo.references.kernels import expect_guard_untouched, guarded
 
 checks = Checks("p04.async_copy")
@@ -441,72 +441,6 @@ def time_rejects_bad_input(ex):
 # ----------------------------------------------------------------------------------------- double_buffer_sim
 
 
-def operands(M: int, N: int, K: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(M, K, generator=g).numpy(), torch.randn(K, N, generator=g).numpy()
-
-
-def reference(A, B) -> torch.Tensor:
-    return torch.from_numpy(np.asarray(A)).double() @ torch.from_numpy(np.asarray(B)).double()
-
-
-def baseline(A, B) -> torch.Tensor:
-    """A float32 matmul by a loop with k outermost: the scale of fp32 rounding for the tolerance."""
-    A32, B32 = torch.from_numpy(np.asarray(A)), torch.from_numpy(np.asarray(B))
-    out = torch.zeros(A32.shape[0], B32.shape[1])
-    for k in range(A32.shape[1]):
-        out += A32[:, k : k + 1] * B32[k : k + 1, :]
-    return out
-
-
-def expect_tile(ex) -> None:
-    expect(
-        ex._namespace.get("TILE") == TILE_SIM,
-        "TILE is not the set-up cell's value",
-        input="the notebook's TILE",
-        expected=str(TILE_SIM),
-        got=repr(ex._namespace.get("TILE")),
-        hint="keep TILE = 4 from the set-up cell: the simulator runs TILE x TILE Python threads per block",
-    )
-
-
-def as_result(value, shape: tuple[int, int], *, input: str) -> torch.Tensor:
-    expect(
-        isinstance(value, np.ndarray) and value.dtype == np.float32 and value.shape == shape,
-        "the result is not a float32 NumPy array of the right shape",
-        input=input,
-        expected=f"np.ndarray float32 {shape}",
-        got=f"{type(value).__name__} {getattr(value, 'dtype', '')} {getattr(value, 'shape', '')}",
-        hint="allocate C with np.empty((M, N), dtype=np.float32) and return it",
-    )
-    return torch.from_numpy(value)
-
-
-def expect_grid(recorder: LaunchRecorder, grid: tuple[int, int], *, input: str) -> None:
-    expect(
-        len(recorder.launches) >= 1,
-        "the kernel was never launched",
-        input=input,
-        expected="a launch of double_buffered_matmul_kernel",
-        got="no launch",
-        hint="compute C with double_buffered_matmul_kernel[grid, (TILE, TILE)](...), not with NumPy",
-    )
-
-    def dims(value) -> tuple[int, ...]:
-        return tuple(int(v) for v in value) if isinstance(value, tuple) else (int(value),)
-
-    launch = recorder.launches[-1]
-    got_grid, got_block = dims(launch[0]), dims(launch[1]) if len(launch) > 1 else ()
-    expect(
-        got_grid == grid and got_block == (TILE_SIM, TILE_SIM),
-        "the kernel was launched with another grid or block",
-        input=input,
-        expected=f"grid {grid} (x: ceil(N / TILE), y: ceil(M / TILE)), block (4, 4)",
-        got=f"grid {got_grid}, block {got_block}",
-        hint="grid = (ceil(N / TILE), ceil(M / TILE)): x is the column direction",
-    )
-
-
 HINT_EDGES = "load 0.0 where row >= M or k >= K (A) and k >= K or col >= N (B); store only if row < M and col < N"
 HINT_BUFFERS = (
     "tile 0 into buffer 0 before the loop; at step t: cuda.syncthreads(), then tile t + 1 into buffer (t + 1) % 2, "
@@ -517,13 +451,13 @@ HINT_BUFFERS = (
 @checks("double_buffer_sim")
 def sim_hand_checkable(ex):
     """A (2, 9) @ B (9, 3) of small integers (exact in float32): three K tiles through the two buffers, one block"""
-    expect_tile(ex)
+    expect_tile(ex, TILE_SIM)
     A = (np.arange(18, dtype=np.float32).reshape(2, 9) % 5) - 2
     B = (np.arange(27, dtype=np.float32).reshape(9, 3) % 4) - 1
     label = "A = (arange(18) % 5 - 2).reshape(2, 9), B = (arange(27) % 4 - 1).reshape(9, 3)"
     with recording(ex, "double_buffered_matmul_kernel") as recorder, quick_switching():
         got = ex.double_buffered_matmul_sim(A, B)
-    expect_grid(recorder, (1, 1), input=label)
+    expect_grid(recorder, (1, 1), TILE_SIM, kernel="double_buffered_matmul_kernel", input=label)
     expect_close(as_result(got, (2, 3), input=label), reference(A, B), input=label, hint=HINT_BUFFERS)
 
 
@@ -531,13 +465,19 @@ def sim_hand_checkable(ex):
 def sim_sizes_that_are_not_tile_multiples(ex):
     """(M, N, K) = (1, 1, 1), (4, 4, 4), (5, 3, 7), (3, 9, 2), (6, 5, 13), (3, 2, 0) against float64, with the grid
     (ceil(N/4), ceil(M/4)); M = 0 or N = 0 launches nothing"""
-    expect_tile(ex)
+    expect_tile(ex, TILE_SIM)
     for seed, (M, N, K) in enumerate([(1, 1, 1), (4, 4, 4), (5, 3, 7), (3, 9, 2), (6, 5, 13), (3, 2, 0)]):
         A, B = operands(M, N, K, seed)
         label = f"A ({M}, {K}), B ({K}, {N}) float32"
         with recording(ex, "double_buffered_matmul_kernel") as recorder, quick_switching():
             got = ex.double_buffered_matmul_sim(A, B)
-        expect_grid(recorder, (math.ceil(N / TILE_SIM), math.ceil(M / TILE_SIM)), input=label)
+        expect_grid(
+            recorder,
+            (math.ceil(N / TILE_SIM), math.ceil(M / TILE_SIM)),
+            TILE_SIM,
+            kernel="double_buffered_matmul_kernel",
+            input=label,
+        )
         expect_close(
             as_result(got, (M, N), input=label),
             reference(A, B),
@@ -567,7 +507,7 @@ def sim_kernel_into_guarded_windows(ex):
     """launches the kernel directly into C, a NaN-filled window with guard rows after it (an index past A, B or C
     raises IndexError in the simulator), for (M, N, K) = (7, 6, 5), (5, 9, 10), and (3, 3, 6) on a grid one block too
     large in x and y"""
-    expect_tile(ex)
+    expect_tile(ex, TILE_SIM)
     for seed, (M, N, K, extra) in enumerate([(7, 6, 5, 0), (5, 9, 10, 0), (3, 3, 6, 1)]):
         A_full, B_full = operands(M + 3, N, K, 100 + seed)
         A, B = A_full[:M], B_full[:K]
@@ -597,7 +537,7 @@ def sim_no_races_one_barrier_per_step(ex):
     """replays every shared-memory access of the kernel for (M, N, K) = (5, 6, 13), (4, 4, 9), (6, 3, 16): no two
     threads touch an element between the same two barriers (one writing), every thread passes the same barriers, at
     most ceil(K/4) + 1 of them; shared memory starts as NaN, so reading an element before it is written shows"""
-    expect_tile(ex)
+    expect_tile(ex, TILE_SIM)
     for seed, (M, N, K) in enumerate([(5, 6, 13), (4, 4, 9), (6, 3, 16)]):
         A, B = operands(M, N, K, 300 + seed)
         C = np.full((M, N), np.nan, dtype=np.float32)
@@ -678,16 +618,6 @@ def sim_rejects_bad_input(ex):
 
 
 # ----------------------------------------------------------------------------------------- async_gemm_cuda (GPU)
-
-
-@contextlib.contextmanager
-def true_fp32():
-    before = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False  # the baseline must be a real fp32 matmul, not TF32
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = before
 
 
 def cuda_reference(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:

@@ -14,7 +14,6 @@ memory the check owns."""
 
 from __future__ import annotations
 
-import contextlib
 import math
 import random
 
@@ -24,7 +23,8 @@ import torch
 from llm_algo.bench import bandwidth_row, flops_row
 from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
 from llm_algo.check.restrictions import MATMUL
-from llm_algo.cuda.sim_checks import LaunchRecorder, quick_switching, recording, simulate
+from llm_algo.cuda.sim_checks import quick_switching, recording, simulate
+from llm_algo.cuda.sim_matmul import as_result, baseline, expect_grid, expect_tile, operands, reference, true_fp32
 from llm_algo.references.kernels import expect_guard_untouched, guarded
 
 checks = Checks("p04.shared_memory")
@@ -73,95 +73,19 @@ def counting(array: np.ndarray) -> CountingArray:
     return array.view(cls)
 
 
-def expect_tile(ex) -> int:
-    tile = ex._namespace.get("TILE")
-    expect(
-        tile == TILE_SIM,
-        "TILE is not the set-up cell's value",
-        input="the notebook's TILE",
-        expected=str(TILE_SIM),
-        got=repr(tile),
-        hint="keep TILE = 4 from the set-up cell: the simulator runs TILE x TILE Python threads per block",
-    )
-    return tile
-
-
-def operands(M: int, N: int, K: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(M, K, generator=g).numpy(), torch.randn(K, N, generator=g).numpy()
-
-
-def reference(A: np.ndarray, B: np.ndarray) -> torch.Tensor:
-    return torch.from_numpy(np.asarray(A)).double() @ torch.from_numpy(np.asarray(B)).double()
-
-
-def baseline(A: np.ndarray, B: np.ndarray) -> torch.Tensor:
-    """A float32 matmul by a loop in another order (k outermost): the scale of fp32 rounding for the tolerance."""
-    A32, B32 = torch.from_numpy(np.asarray(A)), torch.from_numpy(np.asarray(B))
-    out = torch.zeros(A32.shape[0], B32.shape[1])
-    for k in range(A32.shape[1]):
-        out += A32[:, k : k + 1] * B32[k : k + 1, :]
-    return out
-
-
-def as_result(value, shape: tuple[int, int], *, input: str) -> torch.Tensor:
-    expect(
-        isinstance(value, np.ndarray),
-        "the result is not a NumPy array",
-        input=input,
-        expected="np.ndarray",
-        got=type(value).__name__,
-        hint="allocate C with np.empty((M, N), dtype=np.float32) and return it",
-    )
-    expect(
-        value.dtype == np.float32 and value.shape == shape,
-        "the result has the wrong dtype or shape",
-        input=input,
-        expected=f"float32 {shape}",
-        got=f"{value.dtype} {value.shape}",
-        hint="C is (M, N) = (A.shape[0], B.shape[1]), float32",
-    )
-    return torch.from_numpy(value)
-
-
-def expect_grid(recorder: LaunchRecorder, grid: tuple[int, int], *, input: str) -> None:
-    expect(
-        len(recorder.launches) >= 1,
-        "the kernel was never launched",
-        input=input,
-        expected="a launch of tiled_matmul_kernel",
-        got="no launch",
-        hint="the launcher must compute C with tiled_matmul_kernel[grid, (TILE, TILE)](...), not with NumPy",
-    )
-    got = recorder.launches[-1]
-
-    def dims(value) -> tuple[int, ...]:
-        return tuple(int(v) for v in value) if isinstance(value, tuple) else (int(value),)
-
-    got_grid, got_block = dims(got[0]), dims(got[1]) if len(got) > 1 else ()
-    expect(
-        got_grid == grid and got_block == (TILE_SIM, TILE_SIM),
-        "the kernel was launched with another grid or block",
-        input=input,
-        expected=f"grid {grid} (x = ceil(N / TILE) column tiles, y = ceil(M / TILE) row tiles), block (4, 4)",
-        got=f"grid {got_grid}, block {got_block}",
-        hint="x is the column direction: grid = (ceil(N / TILE), ceil(M / TILE)), rounded up, not down",
-    )
-
-
 # ----------------------------------------------------------------------------------------- tiled_matmul_sim
 
 
 @checks("tiled_matmul_sim")
 def sim_hand_checkable(ex):
     """[[1, 2], [3, 4]] @ [[5, 6], [7, 8]] = [[19, 22], [43, 50]]: one block, most of its threads outside C"""
-    expect_tile(ex)
+    expect_tile(ex, TILE_SIM)
     A = np.array([[1, 2], [3, 4]], dtype=np.float32)
     B = np.array([[5, 6], [7, 8]], dtype=np.float32)
     label = "A=[[1, 2], [3, 4]], B=[[5, 6], [7, 8]]"
     with recording(ex, "tiled_matmul_kernel") as recorder, quick_switching():
         got = ex.tiled_matmul_sim(A, B)
-    expect_grid(recorder, (1, 1), input=label)
+    expect_grid(recorder, (1, 1), TILE_SIM, kernel="tiled_matmul_kernel", input=label)
     expect_close(
         as_result(got, (2, 2), input=label),
         torch.tensor([[19.0, 22.0], [43.0, 50.0]], dtype=torch.float64),
@@ -174,13 +98,19 @@ def sim_hand_checkable(ex):
 def sim_sizes_that_are_not_tile_multiples(ex):
     """(M, N, K) = (1, 1, 1), (4, 4, 4), (5, 3, 7), (3, 9, 2), (6, 5, 9) against float64, with the grid
     (ceil(N/4), ceil(M/4)); K = 0 gives zeros; M = 0 or N = 0 launches nothing"""
-    expect_tile(ex)
+    expect_tile(ex, TILE_SIM)
     for seed, (M, N, K) in enumerate([(1, 1, 1), (4, 4, 4), (5, 3, 7), (3, 9, 2), (6, 5, 9), (3, 2, 0)]):
         A, B = operands(M, N, K, seed)
         label = f"A ({M}, {K}), B ({K}, {N}) float32"
         with recording(ex, "tiled_matmul_kernel") as recorder, quick_switching():
             got = ex.tiled_matmul_sim(A, B)
-        expect_grid(recorder, (math.ceil(N / TILE_SIM), math.ceil(M / TILE_SIM)), input=label)
+        expect_grid(
+            recorder,
+            (math.ceil(N / TILE_SIM), math.ceil(M / TILE_SIM)),
+            TILE_SIM,
+            kernel="tiled_matmul_kernel",
+            input=label,
+        )
         expect_close(
             as_result(got, (M, N), input=label),
             reference(A, B),
@@ -211,7 +141,7 @@ def sim_kernel_into_guarded_windows(ex):
     """launches tiled_matmul_kernel directly into C, a NaN-filled window with guard rows after it (the simulator
     raises IndexError for an index past A, B or C), with (M, N, K) = (7, 6, 5) and (5, 9, 10) on the exact grid, and
     (3, 3, 6) on a grid one block too large in x and y"""
-    expect_tile(ex)
+    expect_tile(ex, TILE_SIM)
     for seed, (M, N, K, extra) in enumerate([(7, 6, 5, 0), (5, 9, 10, 0), (3, 3, 6, 1)]):
         A_full, B_full = operands(M + 3, N, K, 100 + seed)
         A, B = A_full[:M], B_full[:K]  # leading rows: contiguous, as the simulator requires
@@ -243,7 +173,7 @@ def sim_kernel_into_guarded_windows(ex):
 def sim_reads_each_element_once_per_block(ex):
     """counts the kernel's reads of A and B for (M, N, K) = (9, 10, 7) and (8, 8, 12): A is read once per block
     column (ceil(N/4) M K reads), B once per block row (ceil(M/4) K N), not once per output"""
-    expect_tile(ex)
+    expect_tile(ex, TILE_SIM)
     for seed, (M, N, K) in enumerate([(9, 10, 7), (8, 8, 12)]):
         A0, B0 = operands(M, N, K, 200 + seed)
         A, B = counting(A0), counting(B0)
@@ -452,16 +382,6 @@ def banks_rejects_bad_input(ex):
 # ----------------------------------------------------------------------------------------- sgemm_cuda (GPU)
 
 FUNCTIONS = ("matmul_tiled", "sgemm")
-
-
-@contextlib.contextmanager
-def true_fp32():
-    before = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False  # the baseline must be a real fp32 matmul, not TF32
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = before
 
 
 def cuda_operands(M: int, N: int, K: int):

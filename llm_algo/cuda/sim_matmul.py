@@ -1,0 +1,103 @@
+"""What the checks of the tiled-matmul lessons share (p04.shared_memory, p04.async_copy): NumPy operands, the float64
+reference and a float32 baseline for the tolerance, the result and launch checks of a simulator twin, and a real
+fp32 cuBLAS (TF32 off) for the C++ kernels' baselines."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+
+from ..check.api import expect
+from .sim_checks import LaunchRecorder
+
+
+def operands(M: int, N: int, K: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(M, K, generator=g).numpy(), torch.randn(K, N, generator=g).numpy()
+
+
+def reference(A, B) -> torch.Tensor:
+    return torch.from_numpy(np.asarray(A)).double() @ torch.from_numpy(np.asarray(B)).double()
+
+
+def baseline(A, B) -> torch.Tensor:
+    """A float32 matmul by a loop in another order (k outermost): the scale of fp32 rounding for the tolerance."""
+    A32, B32 = torch.from_numpy(np.asarray(A)), torch.from_numpy(np.asarray(B))
+    out = torch.zeros(A32.shape[0], B32.shape[1])
+    for k in range(A32.shape[1]):
+        out += A32[:, k : k + 1] * B32[k : k + 1, :]
+    return out
+
+
+def expect_tile(ex, tile: int) -> None:
+    """The notebook kept the set-up cell's TILE (the simulator runs TILE x TILE Python threads per block)."""
+    got = ex._namespace.get("TILE")
+    expect(
+        got == tile,
+        "TILE is not the set-up cell's value",
+        input="the notebook's TILE",
+        expected=str(tile),
+        got=repr(got),
+        hint=f"keep TILE = {tile} from the set-up cell: the simulator runs TILE x TILE Python threads per block",
+    )
+
+
+def as_result(value, shape: tuple[int, int], *, input: str) -> torch.Tensor:
+    """The twin's C: a float32 NumPy array of `shape`, as a tensor."""
+    expect(
+        isinstance(value, np.ndarray),
+        "the result is not a NumPy array",
+        input=input,
+        expected="np.ndarray",
+        got=type(value).__name__,
+        hint="allocate C with np.empty((M, N), dtype=np.float32) and return it",
+    )
+    expect(
+        value.dtype == np.float32 and value.shape == shape,
+        "the result has the wrong dtype or shape",
+        input=input,
+        expected=f"float32 {shape}",
+        got=f"{value.dtype} {value.shape}",
+        hint="C is (M, N) = (A.shape[0], B.shape[1]), float32",
+    )
+    return torch.from_numpy(value)
+
+
+def expect_grid(recorder: LaunchRecorder, grid: tuple[int, int], tile: int, *, kernel: str, input: str) -> None:
+    """The last launch was `kernel[grid, (tile, tile)]`."""
+    expect(
+        len(recorder.launches) >= 1,
+        "the kernel was never launched",
+        input=input,
+        expected=f"a launch of {kernel}",
+        got="no launch",
+        hint=f"the launcher must compute C with {kernel}[grid, (TILE, TILE)](...), not with NumPy",
+    )
+    got = recorder.launches[-1]
+
+    def dims(value) -> tuple[int, ...]:
+        return tuple(int(v) for v in value) if isinstance(value, tuple) else (int(value),)
+
+    got_grid, got_block = dims(got[0]), dims(got[1]) if len(got) > 1 else ()
+    expect(
+        got_grid == grid and got_block == (tile, tile),
+        "the kernel was launched with another grid or block",
+        input=input,
+        expected=f"grid {grid} (x = ceil(N / TILE) column tiles, y = ceil(M / TILE) row tiles), block ({tile}, {tile})",
+        got=f"grid {got_grid}, block {got_block}",
+        hint="x is the column direction: grid = (ceil(N / TILE), ceil(M / TILE)), rounded up, not down",
+    )
+
+
+@contextlib.contextmanager
+def true_fp32() -> Iterator[None]:
+    """cuBLAS in real fp32 while the block runs (TF32 off): a baseline for an fp32 kernel, not a TF32 one."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
