@@ -64,3 +64,19 @@ def simulate(kernel, grid, block, *args, input: str, hint: str, outside: str = "
             got=str(exc).splitlines()[0][:160],
             hint=hint,
         )
+
+
+def as_float32_result(value, shape: tuple[int, ...], *, input: str, hint: str):
+    """A simulator launcher's result: a float32 NumPy array of `shape`, returned as a tensor (its memory)."""
+    import numpy as np
+    import torch
+
+    expect(
+        isinstance(value, np.ndarray) and value.dtype == np.float32 and value.shape == shape,
+        f"the result is not a float32 NumPy array of shape {shape}",
+        input=input,
+        expected=f"np.ndarray float32 {shape}",
+        got=f"{type(value).__name__} {getattr(value, 'dtype', '')} {getattr(value, 'shape', '')}",
+        hint=hint,
+    )
+    return torch.from_numpy(value)

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from ..check.api import expect
-from .sim_checks import LaunchRecorder
+from .sim_checks import LaunchRecorder, as_float32_result
 
 
 def operands(M: int, N: int, K: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -47,23 +47,8 @@ def expect_tile(ex, tile: int) -> None:
 
 def as_result(value, shape: tuple[int, int], *, input: str) -> torch.Tensor:
     """The twin's C: a float32 NumPy array of `shape`, as a tensor."""
-    expect(
-        isinstance(value, np.ndarray),
-        "the result is not a NumPy array",
-        input=input,
-        expected="np.ndarray",
-        got=type(value).__name__,
-        hint="allocate C with np.empty((M, N), dtype=np.float32) and return it",
-    )
-    expect(
-        value.dtype == np.float32 and value.shape == shape,
-        "the result has the wrong dtype or shape",
-        input=input,
-        expected=f"float32 {shape}",
-        got=f"{value.dtype} {value.shape}",
-        hint="C is (M, N) = (A.shape[0], B.shape[1]), float32",
-    )
-    return torch.from_numpy(value)
+    hint = "allocate C with np.empty((M, N), dtype=np.float32) and return it: (M, N) = (A.shape[0], B.shape[1])"
+    return as_float32_result(value, shape, input=input, hint=hint)
 
 
 def expect_grid(recorder: LaunchRecorder, grid: tuple[int, int], tile: int, *, kernel: str, input: str) -> None:

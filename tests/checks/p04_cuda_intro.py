@@ -17,8 +17,10 @@ import torch
 
 from llm_algo.bench import bandwidth_row, copy_row
 from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
-from llm_algo.cuda.sim_checks import LaunchRecorder, recording, simulate
+from llm_algo.cuda.sim_checks import LaunchRecorder, as_float32_result, recording, simulate
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
+
+LIKE_A = "allocate the output like a (np.empty_like(a)) and return it"
 
 checks = Checks("p04.cuda_intro")
 checks.restrict(
@@ -39,26 +41,6 @@ HINT_STRIDE = "step by the whole grid, cuda.gridsize(1) = blockDim.x * gridDim.x
 
 
 # ----------------------------------------------------------------------------------------- shared helpers
-
-
-def as_float32_tensor(value, n: int, *, input: str) -> torch.Tensor:
-    expect(
-        isinstance(value, np.ndarray),
-        "the result is not a NumPy array",
-        input=input,
-        expected="np.ndarray",
-        got=type(value).__name__,
-        hint="allocate the output with np.empty_like(a) and return it",
-    )
-    expect(
-        value.dtype == np.float32 and value.shape == (n,),
-        "the result has the wrong dtype or shape",
-        input=input,
-        expected=f"float32 ({n},)",
-        got=f"{value.dtype} {value.shape}",
-        hint="allocate the output like a",
-    )
-    return torch.from_numpy(value)
 
 
 def numpy_inputs(*shapes) -> list[np.ndarray]:
@@ -99,7 +81,7 @@ def sim_hand_checkable_shorter_than_a_block(ex):
         got = ex.vector_add_sim(a, b)
     expect_launched(recorder, input=label)
     expect_close(
-        as_float32_tensor(got, 5, input=label),
+        as_float32_result(got, (5,), input=label, hint=LIKE_A),
         torch.tensor([11.0, 22.0, 33.0, 44.0, 55.0], dtype=torch.float64),
         input=label,
         hint=HINT_GUARD,
@@ -118,7 +100,7 @@ def sim_sizes_that_are_not_block_multiples(ex):
                 got = ex.vector_add_sim(a, b, threads_per_block=threads)
             expect_launched(recorder, input=label, grid=(-(-n // threads), threads))
             expect_close(
-                as_float32_tensor(got, n, input=label),
+                as_float32_result(got, (n,), input=label, hint=LIKE_A),
                 torch.from_numpy(a).double() + torch.from_numpy(b).double(),
                 baseline=torch.from_numpy(a) + torch.from_numpy(b),
                 input=label,
@@ -128,7 +110,7 @@ def sim_sizes_that_are_not_block_multiples(ex):
     label = "a, b (0,) float32 (empty)"
     with recording(ex, "add_kernel") as recorder:
         got = ex.vector_add_sim(a, b)
-    as_float32_tensor(got, 0, input=label)
+    as_float32_result(got, (0,), input=label, hint=LIKE_A)
     empty_grids = [launch for launch in recorder.launches if int(launch[0]) < 1]
     expect(
         not empty_grids,

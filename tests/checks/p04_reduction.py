@@ -19,8 +19,10 @@ import torch
 
 from llm_algo.bench import bandwidth_row, copy_row
 from llm_algo.check import Checks, expect, expect_close, expect_refused, expect_tensor
-from llm_algo.cuda.sim_checks import LaunchRecorder, recording, simulate
+from llm_algo.cuda.sim_checks import LaunchRecorder, as_float32_result, recording, simulate
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
+
+PARTIALS = "return the final one-element partials array"
 
 checks = Checks("p04.reduction")
 checks.restrict(
@@ -56,18 +58,6 @@ def oracle(x) -> torch.Tensor:
 
 def baseline(x) -> torch.Tensor:
     return torch.as_tensor(x).float().sum().reshape(1)
-
-
-def as_result(value, *, input: str) -> torch.Tensor:
-    expect(
-        isinstance(value, np.ndarray) and value.dtype == np.float32 and value.shape == (1,),
-        "the result is not a float32 array of shape (1,)",
-        input=input,
-        expected="np.ndarray float32 (1,)",
-        got=f"{type(value).__name__} {getattr(value, 'dtype', '')} {getattr(value, 'shape', '')}",
-        hint="return the final one-element partials array",
-    )
-    return torch.from_numpy(value)
 
 
 def expect_launches(recorder: LaunchRecorder, expected: list[tuple[int, int]], *, input: str, hint: str) -> None:
@@ -109,7 +99,7 @@ def two_pass_hand_checkable(ex):
     x = np.arange(1, 301, dtype=np.float32)
     label = "x = [1, 2, ..., 300] float32"
     expect_close(
-        as_result(ex.sum_two_pass_sim(x), input=label),
+        as_float32_result(ex.sum_two_pass_sim(x), (1,), input=label, hint=PARTIALS),
         torch.tensor([45150.0], dtype=torch.float64),
         input=label,
         hint="reduce the partials again until a single block did the work",
@@ -163,7 +153,7 @@ def two_pass_sizes(ex):
             hint="the kernel computes the sum: ceil(n / (2 * THREADS)) blocks, then one pass per level of partials",
         )
         expect_close(
-            as_result(got, input=label),
+            as_float32_result(got, (1,), input=label, hint=PARTIALS),
             oracle(x),
             baseline=baseline(x),
             input=label,
@@ -197,7 +187,7 @@ def atomic_hand_checkable(ex):
     x = np.arange(1, 101, dtype=np.float32)
     label = "x = [1, ..., 100], blocks=2"
     expect_close(
-        as_result(ex.sum_atomic_sim(x, blocks=2), input=label),
+        as_float32_result(ex.sum_atomic_sim(x, blocks=2), (1,), input=label, hint=PARTIALS),
         torch.tensor([5050.0], dtype=torch.float64),
         input=label,
         hint="every thread sums its grid-stride slice, then cuda.atomic.add(out, 0, value) into a zeroed out",
@@ -256,7 +246,7 @@ def atomic_sizes_and_grids(ex):
                 recorder, [(blocks, THREADS)], input=label, hint="launch exactly the grid you were given, once"
             )
             expect_close(
-                as_result(got, input=label),
+                as_float32_result(got, (1,), input=label, hint=PARTIALS),
                 oracle(x),
                 baseline=baseline(x),
                 input=label,
