@@ -76,3 +76,16 @@ def copy_row(nbytes: int, device: str = "cuda") -> BenchRow:
     src = torch.empty(nbytes, dtype=torch.uint8, device=device)
     dst = torch.empty_like(src)
     return bandwidth_row("device-to-device copy", f"{nbytes / 2**20:.0f} MiB", lambda: dst.copy_(src), 2 * nbytes)
+
+
+def sdpa_backend_name(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool) -> str:
+    """The backend SDPA's dispatcher picks for these inputs, by name (FLASH_ATTENTION, CUDNN_ATTENTION, ...), so that a
+    table row says what "SDPA default backend" meant on this machine. Reads a private PyTorch function; when it is
+    missing or changes, the name says so instead of failing the benchmark."""
+    from torch.nn.attention import SDPBackend
+
+    try:
+        choice = int(torch._fused_sdp_choice(q, k, v, is_causal=causal))
+    except Exception as exc:  # noqa: BLE001 - a private API: report, do not fail
+        return f"unknown: {type(exc).__name__}"
+    return next((name for name, member in SDPBackend.__members__.items() if member.value == choice), str(choice))

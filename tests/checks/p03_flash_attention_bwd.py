@@ -4,12 +4,13 @@ and dV a running mean of dO); NaN guard elements around every gradient. The back
 float64 SDPA and `torch.logsumexp`, not from the learner's forward. The tolerance baseline is autograd of SDPA in the
 dtype under test."""
 
+import contextlib
 import math
 
 import torch
 import torch.nn.functional as F
 
-from llm_algo.bench import baseline_rows, flops_row
+from llm_algo.bench import baseline_rows, flops_row, sdpa_backend_name
 from llm_algo.check import (
     Checks,
     describe,
@@ -449,17 +450,22 @@ def benchmark(ex):
                 fwd_flops * 5 // 2,
             )
         )
-        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-            sdpa_out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-            rows.append(
-                flops_row(
-                    "SDPA (flash) backward",
-                    shape,
-                    lambda o=sdpa_out: torch.autograd.grad(o, (q, k, v), dout, retain_graph=True),
-                    fwd_flops * 5 // 2,
+        default = sdpa_backend_name(q, k, v, causal=causal)
+        for label, backends in (
+            (f"SDPA default backend ({default}) backward", None),
+            ("SDPA (flash) backward", "flash"),
+        ):
+            with sdpa_kernel(SDPBackend.FLASH_ATTENTION) if backends else contextlib.nullcontext():
+                sdpa_out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                rows.append(
+                    flops_row(
+                        label,
+                        shape,
+                        lambda o=sdpa_out: torch.autograd.grad(o, (q, k, v), dout, retain_graph=True),
+                        fwd_flops * 5 // 2,
+                    )
                 )
-            )
-        del sdpa_out
+            del sdpa_out
 
         def yours_fwd_bwd(c=causal):
             o, s = ex.flash_attention_fwd(q.detach(), k.detach(), v.detach(), causal=c)

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention.bias import causal_lower_right
 
-from llm_algo.bench import flops_row
+from llm_algo.bench import flops_row, sdpa_backend_name
 from llm_algo.check import (
     Checks,
     describe,
@@ -415,21 +415,10 @@ def benchmark(ex):
     def sdpa_padded():
         return F.scaled_dot_product_attention(*padded, is_causal=True)
 
-    loop_backend = _default_backend(*per_seq[0])
-    padded_backend = _default_backend(*padded)
+    loop_backend = sdpa_backend_name(*per_seq[0], causal=True)
+    padded_backend = sdpa_backend_name(*padded, causal=True)
     return [
         flops_row("varlen_attention (yours, packed)", shape, lambda: ex.varlen_attention(q, k, v, cu, cu, True), flops),
         flops_row(f"SDPA per sequence, default backend ({loop_backend})", shape, sdpa_loop, flops),
         flops_row(f"SDPA padded to the longest, default backend ({padded_backend})", shape, sdpa_padded, flops),
     ]
-
-
-def _default_backend(q, k, v):
-    """The backend SDPA's dispatcher picks for these inputs (causal), by name."""
-    from torch.nn.attention import SDPBackend
-
-    try:
-        choice = int(torch._fused_sdp_choice(q, k, v, is_causal=True))
-    except Exception as exc:  # a private API: say so rather than fail the benchmark
-        return f"unknown: {type(exc).__name__}"
-    return next((name for name, member in SDPBackend.__members__.items() if member.value == choice), str(choice))

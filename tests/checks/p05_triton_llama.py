@@ -370,7 +370,8 @@ def gradients_and_one_sgd_step_equal_hf(ex):
 def refuses_mismatched_targets_and_copies_weights(ex):
     """targets of another shape: ValueError; int32 targets work; the model copies the state dict (training it leaves the caller's alone)"""
     hf = hf_model(seed=2)
-    state = {k: v.half() for k, v in hf.state_dict().items()}  # already the model's dtype: .to() would not copy
+    # already the model's dtype and device, so .to() would not copy (a CPU state dict would be copied onto the GPU)
+    state = {k: v.half().to(triton_device()) for k, v in hf.state_dict().items()}
     before = state["model.norm.weight"].clone()
     model = ex.TritonLlama(state, hf.config, dtype=torch.float16, device=triton_device())
     inputs, targets = batch_tokens(hf.config.vocab_size, batch=1, seq=8)
