@@ -340,7 +340,7 @@ def build() -> LessonBuilder:
             lse = torch.empty((batch, num_heads, seq_len_q), device=q.device, dtype=torch.float32)
 
             if q.is_cuda:
-                block_m, block_n, num_warps, num_stages = block_m or 128, block_n or 64, 8, 3
+                block_m, block_n, num_warps, num_stages = block_m or 128, block_n or 128, 8, 3
             else:
                 block_m, block_n, num_warps, num_stages = block_m or 32, block_n or 32, 4, 1
             grid = (triton.cdiv(seq_len_q, block_m), batch * num_heads)

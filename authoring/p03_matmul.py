@@ -312,12 +312,12 @@ def build() -> LessonBuilder:
             """The autotuner's search space: Hopper-sized tiles when compiled, one small tile under the interpreter."""
             if lesson.policy.triton_path != "compiled":
                 return [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4}, num_warps=4)]
-            tiles = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages); each is a compile and a benchmark per key
-                (128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 32, 4, 4), (64, 64, 32, 4, 3),
+            tiles = [  # (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages); a compile and a benchmark per key
+                (128, 256, 64, 16, 8, 3), (128, 256, 64, 8, 8, 4), (256, 128, 64, 8, 8, 3), (64, 64, 32, 8, 4, 3),
             ]
             return [
-                triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8}, num_warps=w, num_stages=s)
-                for m, n, k, w, s in tiles
+                triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": g}, num_warps=w, num_stages=s)
+                for m, n, k, g, w, s in tiles
             ]
 
 
