@@ -42,7 +42,8 @@ def build() -> LessonBuilder:
         - **归一化**：`mean` 的分母是整个批次中非 `ignore_index` 的行数，必须在循环前算好传给 kernel；用块内计数会让每块权重不同。`sum` 时分母为 1。
         - **autograd**：梯度在前向中已经算完；`backward` 只把保存的 `dh`、`dW` 乘以 `grad_output`。
         - **块大小**：Liger 取 `C = next_pow2(ceil(N / ceil(V / d)))`，使一块 logits 约与隐藏状态 `(N, d)` 一样大。
-        - **代价**：计算量不变（$6NVd$ FLOPs，受矩阵乘法限制），节省的是显存；float32 的 `dW` 累加器本身有 `V·d·4` 字节。
+        - **代价**：计算量不变（$6NVd$ FLOPs），节省的是显存；float32 的 `dW` 累加器本身有 `V·d·4` 字节。
+        - **实测（H200，一次运行，N=8192）**：峰值显存 3,133 MiB，eager 为 12,024 MiB（少 3.8 倍），与 torch.compile（3,070 MiB）持平。但时间为 102 ms，是 eager（47 ms）的 2.2 倍、三次矩阵乘法本身（37 ms）的 2.8 倍，未达到「时间与矩阵乘法相当」的预期。按字节数估算，主要原因是 32 个块各做一次 float32 `dW` 累加（共约 188 GiB 的访存）。
         - **易错点**：每块用本块的有效行数归一化、`dW` 被覆盖而非累加、`sum` 仍除以 $n$、一次性算出全部 logits 再切块、忘了 `grad_output`、不检查 target 范围。
     """)
     lesson.md(r"""
@@ -93,7 +94,9 @@ def build() -> LessonBuilder:
 
         **What it costs.** The FLOPs do not change: three matmuls of $2NVd$ each, $6NVd = 25.8$ TFLOP at Llama-3's
         sizes, against about 2 GB of traffic for the cross-entropy kernel. The head is compute-bound either way, so
-        chunking costs little time as long as each chunk is a large enough matmul to keep the tensor cores busy.
+        chunking should cost little time as long as each chunk is a large enough matmul to keep the tensor cores
+        busy, and as long as the per-chunk accumulation of $\partial L / \partial W$ stays cheap. Section 5 measures
+        that at Llama-3's sizes it does not: the chunked loop is 2.2 times slower than eager.
         Liger-Kernel's rule makes a chunk of logits about as large as the hidden states:
         $C = \operatorname{next\_pow2}\big(\lceil N / \lceil V / d \rceil \rceil\big)$, which gives
         $\lceil 128256 / 4096 \rceil = 32$ and $C = 256$ at Llama-3's sizes: 63 MiB of logits per chunk instead of
@@ -343,12 +346,52 @@ def build() -> LessonBuilder:
         version), and prints the peak memory each one allocates beyond its inputs
         (`torch.cuda.max_memory_allocated`).
 
-        **Reading the numbers.** Measured on an H200 in the course's GPU run: (to be filled in by the GPU run).
-        What to expect from section 1: all versions run the same three matmuls, so their times should be within a
-        few percent of the cuBLAS row (the fused version adds the cross-entropy kernel's ~2 GB of traffic and one
-        launch per chunk); the difference is the peak memory: several GiB for eager, less for `torch.compile`
-        (which fuses the upcast and the log-softmax but keeps the logits), and for yours one chunk, the float32
-        `dW` (1.96 GiB at this shape), one chunk's bf16 `(V, d)` product and the final bf16 copy of `dW`.
+        **Reading the numbers** (one run of `python -m llm_algo bench p03.fused_linear_cross_entropy` with the
+        reference solutions on an NVIDIA H200, Triton 3.6, torch 2.11, CUDA 13.0; your GPU will differ). Forward +
+        backward of the head at $N = 8192$, $V = 128256$, $d = 4096$, bf16; TFLOP/s by $6NVd$:
+
+        | version | ms | TFLOP/s | peak memory beyond inputs |
+        |---|---|---|---|
+        | chunked (yours, Liger's chunk $C = 256$) | 102.4 | 252 | 3,133 MiB |
+        | `F.linear` + `F.cross_entropy`, eager | 47.5 | 544 | 12,024 MiB |
+        | the same, `torch.compile` | 39.8 | 648 | 3,070 MiB |
+        | cuBLAS: the three matmuls alone | 36.8 | 702 | |
+
+        **Memory: 3.8 times less than eager, level with `torch.compile`.** Counting bytes accounts for the chunked and
+        compiled rows to the MiB. Yours holds 3,133 MiB: the float32 `dW` accumulator (2,004 MiB), one chunk's bf16
+        `(V, d)` product (1,002 MiB), one chunk of logits (63 MiB) and `dh` (64 MiB). Eager peaks at 12,024 MiB,
+        exactly six times the 2,004 MiB of the bf16 logits: the logits and float32 tensors of the logits' shape (the
+        upcast, the log-softmax saved for the backward, their gradients). The benchmark records the peak, not its
+        parts. Compiled, the head holds 3,070 MiB = 2,004 + 1,002 + 64, which is consistent with keeping the bf16
+        logits but no float32 copy of them, plus `dW` and `dh` in bf16. So at this $N$ the chunked version saves
+        nothing against `torch.compile`: it trades the bf16 logits for a float32 `dW` of the same size. The difference
+        is growth. The compiled head's logits grow with $N$ (7.8 GiB at 32k tokens), while the chunked version's
+        memory stays about the same.
+
+        **Time: 2.16 times slower than eager, 2.6 times slower than `torch.compile`, 2.8 times the three matmuls.**
+        Section 1 expected the chunked loop to cost about as much as the matmuls. It misses that by 66 ms. Nothing is
+        recomputed: each chunk's logits are computed once and overwritten with their gradient in place. The likely
+        causes, by byte count (not profiled in this run):
+
+        - *The float32 accumulation of `dW`, 32 times.* Each chunk's `logits.T @ h_c` writes a bf16 `(V, d)` product
+          (1.0 GiB). `grad_weight.add_` then reads it and reads and writes the 2.0 GiB float32 accumulator: about 5.9
+          GiB of traffic per chunk, 188 GiB over the 32 chunks. At the ~4.1 TB/s of a copy (the decode lessons' copy
+          rows in the same run) that is about 49 ms, most of the gap. The unchunked versions compute `dW` in one
+          matmul with $K = N = 8192$ and write it once.
+        - *Small matmuls that re-read the weight.* With $C = 256$ rows, `h_c @ W.T` and `G_c @ W` each read the whole
+          0.98 GiB weight, 64 reads in all, for 0.27 TFLOP each: 256 FLOP per byte, close to the H200's balance point
+          of about 200, so these matmuls run nearer the memory limit than the tensor cores' peak. `G_c @ W` also has
+          an output of only $256 \times 4096$, a few dozen tiles for 132 SMs unless cuBLAS splits $K$.
+        - *Smaller items.* The cross-entropy kernel reads and writes each chunk of logits (about 4 GiB in all), and
+          the final float32-to-bf16 cast of `dW` moves about 3 GiB. Together these are a couple of milliseconds.
+
+        A `torch.profiler` trace of one call, giving time per op, would confirm this split. The first fixes follow
+        from it. Accumulate in the GEMM's epilogue with `torch.addmm(grad_weight, G_c.T, h_c, out_dtype=torch.float32,
+        out=grad_weight)` (PyTorch ≥ 2.8; Liger-Kernel does this when asked for a float32 accumulator), which removes
+        the bf16 product and its read. Accumulate in bf16, Liger's default, which halves the remaining traffic at the
+        price of the roundings of section 1. Or take larger chunks: at $C = 1024$ there are 8 passes over `dW` instead
+        of 32, for 250 MiB of logits per chunk. Cut Cross-Entropy (section 6) goes further and never writes a chunk of
+        logits to HBM at all.
     """)
     lesson.stop()
     lesson.md(r"""

@@ -42,6 +42,7 @@ def build() -> LessonBuilder:
         - **tile 调度**：每个专家需要 $\lceil m_e / B_M \rceil$ 个行 tile，空组需要 0 个；tile 表记录每个 tile 的专家和起始行，一次 launch 覆盖所有 (专家, 行 tile, 列 tile)。
         - **kernel**：行掩码是 `row < offsets[e+1]`（本组的结束，而不是总行数），读 $W_e$ 时用 `e * stride_we` 偏移，且用 int64 计算（$E \cdot N \cdot K$ 可超过 $2^{31}$）。
         - **MoE 前向**：gather → gate/up 两次 grouped GEMM → SwiGLU → down grouped GEMM → 乘门控权重 → 用 `index_add` 按 token 累加（一个 token 有 $k$ 份贡献，不能用覆盖写）。
+        - **实测（H200，一次运行）**：Mixtral-8x7B 形状 401 TFLOP/s，是同规模稠密 cuBLAS GEMM（710）的 56%；Qwen3-30B-A3B 形状 150 TFLOP/s，只有 21%（稠密 727）。「≥ 80%」的目标在两个形状上都未达成。`torch._grouped_mm` 分别为 604 和 427，是要超越的标杆。主要原因：每个 program 只算一个 tile，非持久化，也不用 TMA；组尾的 tile 只填了一部分（Qwen 有 19% 的行是补齐）；每次调用都在主机端构建调度。
         - **易错点**：行掩码用总行数（读到下一个专家的行并写坏它们）、tile 数用向下取整（丢掉不满的最后一个 tile）、忘记空组、专家偏移用 int32 溢出、合并时用 `order % k` 当 token 号。
     """)
     lesson.md(r"""
@@ -438,12 +439,64 @@ def build() -> LessonBuilder:
         used by torchtitan; timed only where the installed torch has it and accepts the inputs), and a Python loop of
         one `torch.matmul` per expert. All rows report TFLOP/s of $2MNK$.
 
-        **Reading the numbers.** Measured on an H200 in the course's GPU run: (to be filled in by the GPU run).
-        What to expect, and why: with 8 large groups the grouped kernel is a dense GEMM cut into 8 pieces, and the
-        loop's 8 launches cost little; with 128 groups of about 256 rows and $N = 768$ each expert's GEMM is
-        $256 \times 768 \times 2048$, 0.8 GFLOP, about a microsecond of work at the H200's peak, so the loop is dominated by
-        launches and small-tile inefficiency, while the grouped kernel keeps the GPU full. The wrapper's schedule
-        costs a device-to-host sync per call, which a CUDA graph or an in-kernel schedule removes.
+        **Reading the numbers** (one run of `python -m llm_algo bench p03.moe_grouped_gemm` with the reference
+        solutions on an NVIDIA H200, Triton 3.6, torch 2.11, CUDA 13.0; your GPU will differ). TFLOP/s of $2MNK$,
+        milliseconds in brackets:
+
+        | row | Mixtral-8x7B, 8 groups of 971..1057 rows | Qwen3-30B-A3B, 128 groups of 217..298 rows |
+        |---|---|---|
+        | `grouped_gemm` (Triton, yours) | 401 (2.40 ms) | 150 (0.686 ms) |
+        | dense GEMM of the same size (cuBLAS) | 710 (1.36 ms) | 727 (0.142 ms) |
+        | `torch._grouped_mm` (CUTLASS) | 604 (1.59 ms) | 427 (0.241 ms) |
+        | loop of `torch.matmul`, one per expert | 671 (1.43 ms) | 42 (2.45 ms) |
+        | yours / dense (goal ≥ 0.80) | 0.56 | 0.21 |
+        | yours / `torch._grouped_mm` | 0.66 | 0.35 |
+
+        **The goal is missed at both shapes.** Mixtral reaches 56% of the dense GEMM; meeting the goal needs 568
+        TFLOP/s, 1.42 times faster. Qwen reaches 21%; it would need 582 TFLOP/s, 3.9 times faster. The kernel wins
+        only where launches dominate: at Qwen's 128 small groups it is 3.6 times faster than the per-expert loop,
+        whose 128 cuBLAS calls of about 256 × 768 × 2048 together reach 42 TFLOP/s. With Mixtral's 8 large groups the
+        loop loses little (671 TFLOP/s, 0.95x of dense) and is 1.67 times faster than this kernel. The bar to beat is
+        `torch._grouped_mm`: it meets the goal on Mixtral (85% of dense), and on Qwen it is 2.8 times faster than this
+        kernel.
+
+        **Qwen's dense row is a stricter yardstick than it looks.** It multiplies all 32768 rows by *one* expert's
+        weights (3 MiB). A grouped GEMM must read all 128 experts' weights, 384 MiB, plus 128 MiB of `x` and 48 MiB of
+        `y`. At the ~4.1 TB/s of a copy (the decode lessons' copy rows in the same run), those 560 MiB alone take
+        about 0.14 ms, the dense row's whole time. Reaching 80% of dense at this shape therefore means keeping both
+        HBM and the tensor cores about 80% busy at once.
+
+        **Where this kernel loses**, from what it does:
+
+        - *Ragged tiles.* `pick_block_m` gives `BLOCK_M = 128` at both shapes, since the average group has 1024 or 256
+          rows. Each group's last tile is partly masked. Mixtral's 8 groups take 69 row tiles where 64 would hold the
+          rows (7% wasted); Qwen's 128 groups take 316 where 256 would (19% of the rows multiplied are padding). This
+          explains at most 1.23x of Qwen's gap.
+        - *One tile per program, no persistence.* The grid is `num_tiles × cdiv(N, BLOCK_N)` programs. Each one fills
+          its load pipeline, runs the K loop, then casts and stores its tile while its SM waits. At Qwen's $K = 2048$
+          the K loop is only 32 steps with `BLOCK_K = 64`, so this fixed cost per tile weighs twice as much as at $K =
+          4096$. $N = 768$ gives only 3 column tiles per row tile (6 with `BLOCK_N = 128`; the log does not say which
+          configuration the autotuner picked). CUTLASS's grouped GEMM behind `torch._grouped_mm` is persistent: each
+          CTA walks a list of tiles, so the epilogue of one tile overlaps the loads of the next. Its loads are issued
+          by TMA from dedicated producer warps (warp specialisation). Here every load is a pointer tile, and the warps
+          that compute also issue the loads.
+        - *Work on the host for every call.* The wrapper builds the tile schedule each time: `int(group_offsets[-1])`,
+          the checks in `tile_schedule` and `repeat_interleave` each wait for the GPU, and about ten small tensor ops
+          run before the launch. The benchmark times the whole call. This run did not measure the cost, which could be
+          tens of microseconds: noise at Mixtral's 2.4 ms, but not at Qwen's 0.69 ms.
+        - *A gap that the above does not explain.* In the same run, `p03.matmul`'s kernel (the same K loop; its
+          autotuner can pick the same `128 × 256 × 64` tile) reached 596 TFLOP/s at $8192^3$ bf16. On Mixtral, whose
+          groups are GEMMs of about $1024 \times 14336 \times 4096$, this kernel gets 401, 1.5 times less, and tails
+          (7%) and host work cannot account for that. There are three candidates, none measured. First, the weight
+          layout: `w[e]` is read K-contiguous (the `nn.Linear` layout), while `p03.matmul`'s benchmark reads B
+          N-contiguous. Second, the data-dependent row masks on every `x` load. Third, the int64 row offsets. To find
+          out, time `grouped_gemm_kernel` on a prebuilt schedule, time `p03.matmul` on `x_e @ w[e].T` for one expert,
+          and compare the two in Nsight Compute (tensor-pipe utilisation, stall reasons).
+
+        The fixes production uses: a persistent grid over the tile list, TMA loads (`tl.make_tensor_descriptor`;
+        `p03.matmul` found TMA alone no faster for the plain GEMM), a schedule built on the GPU with no host
+        synchronisation (vLLM's `moe_align_block_size`), and per-shape tuned tiles, including `BLOCK_M = 64` when
+        groups are just over a multiple of 128.
     """)
     lesson.stop()
     lesson.md(r"""

@@ -42,6 +42,7 @@ def build() -> LessonBuilder:
         - **正确性**：只读取 $t <$ `seq_lens[b]` 对应的表项；表的尾部未使用项可以是 -1 或垃圾值，绝不能被读到。多条序列可以共享同一个前缀块。
         - **int64**：池是整个 GPU 上最大的张量（几十 GB），`page * stride_block` 必须用 int64 计算。
         - **性能目标**：与连续 cache 的内核相差不超过 10%：查表只增加极少的字节（每 key 4 字节对比每 key $2\cdot 2\cdot H_{kv}\cdot d$ 字节的 K/V），每行 key 仍是连续的 $d$ 个元素。
+        - **实测（H200，一次运行）**：batch 8、32k token、16 token 一页时，分页内核 0.2612 ms（4111 GB/s），连续 cache 内核 0.2619 ms（4100 GB/s），差距不到 0.3%，10% 的目标达成；二者都达到拷贝带宽（4146 GB/s）的 99%。
         - **坏输入**：使用中的表项越界（$<0$ 或 $\ge$ num_blocks）、块表长度不足以容纳 `seq_lens`，在主机端拒绝（`validate=True`）。
     """)
     lesson.md(r"""
@@ -373,11 +374,29 @@ def build() -> LessonBuilder:
         on the contiguous cache, and the copy roofline; all in GB/s of K+V bytes. The goal: paged within 10% of
         contiguous.
 
-        **Reading the numbers.** Measured on an H200 in the course's GPU run: (to be filled in by the GPU run).
-        What to look for: the two kernels move the same bytes; the paged one adds a dependent table load per tile and
-        loses the rectangular tile (each row is its own 256-byte segment). If the gap is larger than 10%, larger tiles
-        (`BLOCK_N = 128`) or a page size of 32 or 64 tokens (fewer page boundaries per tile) are the first knobs;
-        vLLM's default on GPUs is 16, while FlashAttention-2's paged path asks for pages of a multiple of 256 tokens.
+        **Reading the numbers** (one run of `python -m llm_algo bench p03.paged_attention` with the reference
+        solutions on an NVIDIA H200, Triton 3.6, torch 2.11, CUDA 13.0; your GPU will differ). Batch 8, 32768 tokens
+        each, 16-token pages, GB/s of K+V bytes (1 GiB):
+
+        | row | ms | GB/s |
+        |---|---|---|
+        | `paged_decode_attention` | 0.2612 | 4111 |
+        | `paged_decode_attention`, CUDA graph | 0.2501 | 4293 |
+        | `decode_attention`, contiguous (`p03.decode_attention`) | 0.2619 | 4100 |
+        | `decode_attention`, contiguous, CUDA graph | 0.2495 | 4304 |
+        | SDPA default backend (`enable_gqa`), contiguous | 0.2522 | 4258 |
+        | device-to-device copy (512 MiB read, 512 MiB written) | 0.2590 | 4146 |
+
+        The goal is met with room to spare. The paged kernel is within 0.3% of the contiguous one either way it is
+        timed (0.2612 against 0.2619 ms plain, 0.2501 against 0.2495 ms from a graph), a difference too small to read
+        anything into from one run, and it reads the pool at 99% of the copy's bandwidth. SDPA on the contiguous cache
+        is 3.5% faster than both. The page-table lookup costs nothing measurable here, for three reasons. Each key row
+        is still one contiguous 256-byte segment ($d = 128$ in bf16) in either layout, so HBM sees transfers of the
+        same size. The table adds 4 bytes per key to each program's traffic, against the 512 bytes of K and V it loads
+        for that key. And the latency of the dependent table load is likely hidden by the other programs in flight:
+        the grid has about 1000 of them. This run did not profile that. If a GPU or page size shows a gap, the first
+        knobs are larger tiles (`BLOCK_N = 128`) or pages of 32 or 64 tokens (fewer page boundaries per tile). vLLM's
+        default on GPUs is 16 tokens, while FlashAttention-2's paged path asks for pages of a multiple of 256 tokens.
     """)
     lesson.stop()
     lesson.md(r"""
