@@ -46,6 +46,7 @@ def build() -> LessonBuilder:
         - **分块模型**：M、N 方向的分块只是调度，不改变数值；只有沿 K 的每一步舍入决定误差。
         - **WMMA GEMM**：block 计算 128×128 的 C 块，沿 K 每次把 128×32 的 A 和 32×128 的 B 用 16 字节向量读入 shared memory（行尾 padding 8 个 half），8 个 warp 各持 4×2 个 16×16 累加 fragment；累加器用 fp32，输出 fp32。
         - **Hopper**：全速 Tensor Core 需要 `wgmma`（warpgroup 级、操作数直接来自 shared memory）+ TMA，CUTLASS 3 和 FlashAttention-3 就是这样做的；WMMA/`mma.sync` 达不到这个峰值。
+        - **实测（H200，一次运行，`python -m llm_algo bench p04.tensor_cores`）**：4096³ 时本节 WMMA GEMM fp16 为 106.6 TFLOP/s，cuBLAS 758.4（0.14 倍）；bf16 为 51.1 对 748.9（0.07 倍）。“达到 cuBLAS 60%”的目标**未达成**：WMMA 只能生成 `mma.sync`，没有 `wgmma`/TMA，且拷贝是同步的、没有流水线。bf16 慢一半的可能原因：其内核用 130 个寄存器（fp16 为 128），每个 SM 只能驻留 1 个 block（fp16 为 2 个）；这是推断，需用 Nsight Compute 证实。
         - **易错点**：fp16 累加器、K 方向越界不补 0、B fragment 用错 row/col major、A 的 a2/a3 与 a4/a5 搞反、忘记加 C、不检查 16 的倍数或 16 字节对齐。
     """)
     lesson.md(r"""
@@ -678,18 +679,62 @@ def build() -> LessonBuilder:
                 print("Implement wmma_gemm_cuda first: this benchmark times your kernel.")
     """)
     lesson.md(r"""
-        **Reading the numbers.** At 4096³ fp16: your `wmma_gemm` (measured on an H200: to be filled from
-        `python -m llm_algo bench p04.tensor_cores`) TFLOP/s, cuBLAS (measured on an H200: to be filled from the same
-        run) TFLOP/s; bf16 likewise (to be filled from the same run). What to expect and why, from first principles:
-        the spec's 989 TFLOP/s dense fp16 puts 4096³ at 0.14 ms. cuBLAS on Hopper uses `wgmma` with TMA-fed
-        multistage pipelines, so it should land at a large fraction of that peak. This kernel issues `mma.sync`
-        (through WMMA), which on Hopper cannot reach the `wgmma` rate. Its global → shared copies are synchronous:
-        each K step, every warp waits for the copy, then computes, then waits at the barrier, so the copy latency is
-        not hidden. Expect it well below cuBLAS, and check the measured numbers against the 60% target rather than
-        assuming it is met. The steps that close the gap are, in order: `cp.async` double buffering so the next tile
-        loads while this one is multiplied (`p04.async_copy`), `ldmatrix` with swizzled shared layouts instead of
-        padding, larger warp tiles (more MMAs per fragment load), and on Hopper `wgmma` + TMA with warp
-        specialisation (CUTLASS 3, FlashAttention-3).
+        **Reading the numbers.** One run on an H200 (`python -m llm_algo bench p04.tensor_cores`; torch 2.11,
+        CUDA 13.0; your GPU will differ), $M = N = K = 4096$, TFLOP/s $= 2MNK / t$, median times:
+
+        | inputs | your `wmma_gemm` (fp32 accumulate, fp32 out) | `torch.matmul` (cuBLAS) | ratio |
+        | --- | --- | --- | --- |
+        | fp16 | 106.6 TFLOP/s (1.290 ms) | 758.4 TFLOP/s (0.181 ms) | 0.14x of cuBLAS |
+        | bf16 | 51.1 TFLOP/s (2.692 ms) | 748.9 TFLOP/s (0.184 ms) | 0.07x of cuBLAS |
+
+        **The 60% target is missed, by far.** 60% of cuBLAS is 455 TFLOP/s in fp16, 4.3x what the kernel reaches,
+        and 449 TFLOP/s in bf16, 8.8x. cuBLAS itself runs at 77% of the 989 TFLOP/s spec. What separates the two,
+        read from the kernel (the likely causes; the run above measured only the times):
+
+        - **The instruction.** WMMA compiles to `mma.sync` (this kernel's PTX, from `nvcc -arch=sm_90 -ptx`, holds
+          `wmma.mma.sync.aligned.row.row.m16n16k16`, two `HMMA.16816` each in SASS, section 1). Hopper runs it, but
+          its full tensor-core rate needs `wgmma`, issued by a warpgroup on operands read straight from shared memory,
+          fed by the TMA, with producer and consumer warps specialised: that is how cuBLAS's Hopper kernels are built,
+          and WMMA cannot express any of it. A WMMA kernel at 60% of cuBLAS on an H200 was not a realistic target. How
+          much of the gap the instruction alone accounts for was not measured; an `mma.sync` kernel with the rest of a
+          production pipeline (CUTLASS 2.x's sm80 kernels run on the H200) would measure it.
+        - **Copies and math never overlap inside a block.** Each K step of 32 copies both tiles through registers
+          (global → register → shared), waits at a barrier, issues only $2 \times 8$ `mma_sync` per warp, and waits at
+          a second barrier before the next copy: 128 steps and 256 barriers per block at $K = 4096$. While a block
+          waits for its loads, only *another* block on the same SM keeps the tensor cores busy, and at 128 registers
+          per thread (`ptxas`, section 10) an SM holds two blocks of the fp16 kernel. `cp.async` multistage rings
+          (`p04.async_copy`) or TMA remove this wait.
+        - **A small warp tile.** Per 16-deep step a warp loads 4 A and 2 B fragments (512 bytes each) from shared
+          memory for 8 MMAs. Larger warp tiles, or `wgmma`'s $64 \times N$ tiles ($N$ up to 256) per warpgroup, do
+          more MMAs per byte read from shared memory.
+        - **Shared-memory reads.** The 8-half padding gives rows strides of 80 and 272 bytes, which put the 16-byte
+          pieces of 8 consecutive rows in 8 different groups of 4 banks: conflict-free on paper. Whether
+          `load_matrix_sync` becomes `ldmatrix` here, and whether conflicts remain, is what `cuobjdump -sass` and
+          Nsight Compute's shared-memory counters would show; cuBLAS uses swizzled layouts instead of padding.
+        - **Not the output, nor the grid.** The fp32 output writes 64 MiB where cuBLAS writes 32 MiB of fp16: the
+          extra 32 MiB takes about 8 µs at the 4 TB/s a device-to-device copy reaches, under 1% of 1.29 ms. The
+          1024 blocks fill 264 slots (132 SMs × 2) in 3.9 waves, the last one 88% full: a few percent.
+
+        Which of these dominates is a profile's answer, not this table's: Nsight Compute's warp-stall breakdown
+        (barrier and long-scoreboard stalls point at the synchronous copies, MIO throttle at the shared-memory
+        loads), its achieved occupancy and its tensor-pipe utilisation.
+
+        **Why bf16 runs at half the fp16 rate** (2.09x the time). The source is the same for both: the copies move raw
+        16-byte vectors with no conversion, the accumulator and the output are fp32 in both, and NVIDIA's specs give
+        bf16 and fp16 the same tensor-core rate. The compiled code differs: `ptxas -v` (CUDA 13.0, sm_90) reports 130
+        registers per thread for the bf16 kernel against 128 for fp16, and two blocks of 256 threads at 130 registers
+        need 66,560 registers, more than an SM's 65,536. So the bf16 kernel runs **one** block (8 warps) per SM where
+        fp16 runs two, and the second block is the only thing that hides this kernel's copy latency (above). That fits
+        a rate halved, but it is the likely cause, not a measured one. The one difference the PTX shows, and the
+        likely source of the two registers: CUDA's `mma.h` loads bf16 fragments with `wmma.load...bf16` on 64-bit
+        generic addresses, fp16 fragments with `wmma.load...shared.f16` on 32-bit shared-memory addresses. To confirm:
+        Nsight Compute's occupancy section ("Block Limit Registers": 1 for bf16, 2 for fp16), and the bf16 kernel
+        rebuilt with `-maxrregcount=128` (ptxas then reports 128 registers and no spills) and timed again.
+
+        The steps that close the gap are, in order: `cp.async` double buffering so the next tile loads while this
+        one is multiplied (`p04.async_copy`), `ldmatrix` with swizzled shared layouts instead of padding, larger
+        warp tiles (more MMAs per fragment load), and on Hopper `wgmma` + TMA with warp specialisation (CUTLASS 3,
+        FlashAttention-3).
     """)
     lesson.stop()
     lesson.md(r"""
