@@ -18,8 +18,8 @@ import triton
 import triton.language as tl
 import triton.testing
 
-from llm_algo.grading.execute import load_namespace
 from llm_algo.grading.cache import find_lesson
+from llm_algo.grading.execute import load_namespace
 
 
 def median_ms(fn) -> float:
@@ -103,36 +103,45 @@ def sweep_matmul() -> None:
     persistent = [(128, 256, 64, 8, 8, 3), (128, 256, 64, 8, 8, 4), (128, 128, 64, 8, 8, 4), (256, 128, 64, 8, 8, 3)]
     for dtype in (torch.float16, torch.bfloat16):
         for size in (4096, 8192):
-            a = torch.randn(size, size, device="cuda", dtype=dtype)
-            b = torch.randn(size, size, device="cuda", dtype=dtype)
-            tflops = lambda ms: 2 * size**3 * 1e-9 / ms  # noqa: E731
-            want = a @ b
-            cublas = median_ms(lambda: a @ b)
-            tag = f"{size}^3 {str(dtype)[6:]}"
-            print(f"gemm {tag}: cuBLAS {cublas:.4f} ms {tflops(cublas):.1f} TFLOP/s")
-            ns["matmul_kernel_tuned"] = tuned
+            sweep_matmul_shape(ns, tuned, fixed, persistent, dtype, size)
+
+
+def sweep_matmul_shape(ns, tuned, fixed, persistent, dtype, size) -> None:
+    """One square GEMM: cuBLAS, the lesson's autotuned kernel, each fixed config, the persistent TMA kernel."""
+    a = torch.randn(size, size, device="cuda", dtype=dtype)
+    b = torch.randn(size, size, device="cuda", dtype=dtype)
+
+    def tflops(ms: float) -> float:
+        return 2 * size**3 * 1e-9 / ms
+
+    want = a @ b
+    cublas = median_ms(lambda: a @ b)
+    tag = f"{size}^3 {str(dtype)[6:]}"
+    print(f"gemm {tag}: cuBLAS {cublas:.4f} ms {tflops(cublas):.1f} TFLOP/s")
+    ns["matmul_kernel_tuned"] = tuned
+    ms = median_ms(lambda: ns["matmul"](a, b))
+    print(f"gemm {tag}: lesson autotuned {ms:.4f} ms {tflops(ms):.1f} ({cublas / ms:.3f}x cuBLAS)")
+    for bm, bn, bk, gm, w, s in fixed:
+        ns["matmul_kernel_tuned"] = Launching(
+            ns["matmul_kernel"], BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, num_warps=w, num_stages=s
+        )
+        try:
             ms = median_ms(lambda: ns["matmul"](a, b))
-            print(f"gemm {tag}: lesson autotuned {ms:.4f} ms {tflops(ms):.1f} ({cublas / ms:.3f}x cuBLAS)")
-            for bm, bn, bk, gm, w, s in fixed:
-                ns["matmul_kernel_tuned"] = Launching(
-                    ns["matmul_kernel"], BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, num_warps=w, num_stages=s
-                )
-                try:
-                    ms = median_ms(lambda: ns["matmul"](a, b))
-                    print(f"gemm {tag}: lesson {bm}x{bn}x{bk} g{gm} w{w} s{s} {ms:.4f} ms {tflops(ms):.1f} "
-                          f"({cublas / ms:.3f}x)")  # fmt: skip
-                except Exception as exc:  # noqa: BLE001 - a config that does not compile: report it
-                    print(f"gemm {tag}: lesson {bm}x{bn}x{bk} g{gm} w{w} s{s} failed: {type(exc).__name__}")
-            ns["matmul_kernel_tuned"] = tuned
-            for config in persistent:
-                try:
-                    got = persistent_matmul(a, b, *config)
-                    err = ((got.float() - want.float()).abs().max() / want.float().abs().max()).item()
-                    ms = median_ms(lambda c=config: persistent_matmul(a, b, *c))
-                    print(f"gemm {tag}: persistent TMA {config} {ms:.4f} ms {tflops(ms):.1f} ({cublas / ms:.3f}x) "
-                          f"max rel err {err:.2e}")  # fmt: skip
-                except Exception as exc:  # noqa: BLE001
-                    print(f"gemm {tag}: persistent TMA {config} failed: {type(exc).__name__}: {str(exc)[:300]}")
+            print(
+                f"gemm {tag}: lesson {bm}x{bn}x{bk} g{gm} w{w} s{s} {ms:.4f} ms {tflops(ms):.1f} ({cublas / ms:.3f}x)"
+            )
+        except Exception as exc:  # noqa: BLE001 - a config that does not compile: report it
+            print(f"gemm {tag}: lesson {bm}x{bn}x{bk} g{gm} w{w} s{s} failed: {type(exc).__name__}")
+    ns["matmul_kernel_tuned"] = tuned
+    for config in persistent:
+        try:
+            got = persistent_matmul(a, b, *config)
+            err = ((got.float() - want.float()).abs().max() / want.float().abs().max()).item()
+            ms = median_ms(lambda c=config: persistent_matmul(a, b, *c))
+            print(f"gemm {tag}: persistent TMA {config} {ms:.4f} ms {tflops(ms):.1f} ({cublas / ms:.3f}x) "
+                  f"max rel err {err:.2e}")  # fmt: skip
+        except Exception as exc:  # noqa: BLE001
+            print(f"gemm {tag}: persistent TMA {config} failed: {type(exc).__name__}: {str(exc)[:300]}")
 
 
 # ---------------------------------------------------------------------------------------------- SwiGLU
