@@ -51,7 +51,7 @@ def build() -> LessonBuilder:
         - **边界与输入检查**：K 方向的 load（包括缩放因子）都要 mask；K 必须是 G 的倍数；打包形状必须是 `(N, K/2)` 的 uint8；dtype 不对要报错。
         - **易错点**：用打包列号 `k//2` 去取缩放因子、高低半字节顺序反了、忘记符号扩展、忽略分组只用每行一个缩放因子、缩放因子的 load 不加 mask。
         - **FP8 (E4M3)**：激活按行 (per-token)、权重按输出通道各取一个缩放因子 $s = \max|\cdot|/448$，先 clamp 到 ±448 再转 `float8_e4m3fn`（不要依赖转换本身的溢出行为）；两个缩放因子与 K 无关，在 K 循环之后乘到累加器上。FP8 tensor core 需要 cc ≥ 8.9 的 GPU，CPU 上用 Triton 解释器评分。
-        - **性能**：解码（M=1..16）按权重字节算 GB/s，与拷贝带宽比；预填充（M=4096）按 TFLOP/s 与 cuBLAS fp16 比——那里 int8/int4 的反量化是额外计算，FP8 则两边都是 8 位，预填充也更快。
+        - **性能**：解码（M=1..16）按权重字节算 GB/s，与拷贝带宽比；预填充（M=4096）按 TFLOP/s 与 cuBLAS fp16 比——那里 int8/int4 的反量化是额外计算，FP8 则两边都是 8 位，预填充也更快。一次 H200 实测：int8 解码只达到拷贝带宽的 11–27%，比 cuBLAS fp16 还慢 1.6–2.2 倍（目标是快约 2 倍，未达到：瓶颈在每个权重的解包、缩放因子加载等指令和 program 太少，而不是显存字节）；int4 更慢；预填充 int8/int4 只有 cuBLAS fp16 的 0.19–0.27 倍；FP8 是 `torch._scaled_mm` 的 0.90–1.05 倍、cuBLAS fp16 的 1.6–1.9 倍。
     """)
     lesson.md(r"""
         ## 1. Why the dequantisation has to happen inside the kernel
@@ -100,7 +100,8 @@ def build() -> LessonBuilder:
         `(BLOCK_K, BLOCK_N)`), which costs nothing: the pointer tile is built from the strides, as in `p03.matmul`.
         And the scale of element $(n, k)$ depends on $k$: with $G$ a multiple of `BLOCK_K` one scale per column covers
         the whole tile, but the kernel below handles any $G$ that divides $K$ by loading the scale tile with the group
-        index `k // G` of every row of the tile (the loads hit the same few cache lines, so they cost little).
+        index `k // G` of every row of the tile (the loads hit the same few cache lines, so they cost little HBM
+        traffic, but they are still one load per weight element, which likely shows in section 5's decode numbers).
         Production kernels pick `BLOCK_K` to divide $G$ and load one scale row per step; per-channel kernels go
         further and apply $s_n$ once to the accumulator after the loop, since it factors out of the whole sum.
 
@@ -630,10 +631,59 @@ def build() -> LessonBuilder:
         cuBLASLt's FP8 GEMM) on pre-quantised operands: on an H200 FP8 has twice bf16's tensor-core rate, which is why
         prefill-heavy servers run FP8 checkpoints.
 
-        **Reading the numbers.** Measured on an H200 in the course's GPU run: (to be filled in by the GPU run).
-        What to look for: at $M = 1$ the int8 kernel should approach the copy bandwidth on the large shapes (and run
-        about 2x faster than cuBLAS fp16 in milliseconds), int4 about 4x, and the small $N = 4096$ shapes fall short
-        because too few programs are in flight.
+        **Reading the numbers.** One run of `python -m llm_algo bench p03.quant_matmul` with the reference solutions
+        on an NVIDIA H200 (Triton 3.6, torch 2.11), every baseline in the same run; your GPU will differ. The copy row
+        (56 MiB read and written) measured 3663 GB/s. Decode, GB/s of the bytes each kernel must read, and
+        milliseconds:
+
+        | $M$, $K \to N$ | int8 G=128 | int4 G=128 | cuBLAS fp16 (eager) | `_weight_int8pack_mm` |
+        | --- | --- | --- | --- | --- |
+        | 1, 4096 -> 4096 | 420 GB/s, 0.041 ms | 180, 0.048 ms | 1796, 0.019 ms | 100, 0.169 ms |
+        | 1, 4096 -> 14336 | 969, 0.062 ms | 259, 0.117 ms | 2985, 0.039 ms | 205, 0.287 ms |
+        | 1, 14336 -> 4096 | 670, 0.089 ms | 199, 0.152 ms | 2837, 0.041 ms | 103, 0.573 ms |
+        | 16, 4096 -> 4096 | 581, 0.030 ms | 197, 0.045 ms | 1797, 0.019 ms | 27, 0.625 ms |
+        | 16, 4096 -> 14336 | 972, 0.062 ms | 298, 0.104 ms | 2991, 0.040 ms | 28, 2.136 ms |
+        | 16, 14336 -> 4096 | 662, 0.091 ms | 208, 0.148 ms | 2826, 0.042 ms | 27, 2.205 ms |
+
+        The decode target — int8 near the copy bandwidth and about 2x faster than cuBLAS fp16 per call, int4 about
+        4x — is **missed by a wide margin**. int8 reaches 11-27% of the copy row and takes 1.56-2.17x *longer* than
+        cuBLAS on the fp16 weight, which itself reads 2x the bytes at 49-82% of the copy; int4 reaches 5-8% and takes
+        2.4-3.7x longer. (`torch.compile` of the fp16 matmul is the same cuBLAS call, within 5%.) The one baseline the
+        kernels beat is PyTorch's own W8A16 kernel, `torch._weight_int8pack_mm`: int8 is 4.2-6.4x faster at $M = 1$
+        and 21-35x at $M = 16$. Two facts locate the limit. First, int4 reads half of int8's bytes and is *slower*
+        (0.117 ms against 0.062 at 4096 -> 14336), so these kernels are not bound by HBM bytes but by the
+        instructions spent per weight: the gather that loads each int4 byte twice (`k // 2`), the shift, mask and
+        sign extension, and in both kernels a scale load per weight element (`GROUP_SIZE` is a run-time argument, so
+        the compiler cannot tell that a `BLOCK_K`-long column of the tile shares one scale), the conversions, and
+        moving the dequantised tile into the layout `tl.dot` wants. Second, the widest layer, 4096 -> 14336, is the
+        fastest one (969 GB/s against 420 for 4096 -> 4096): at $M = 1$ the grid is $N$ / `BLOCK_N` programs, 128
+        for $N = 4096$ with 32-wide tiles, about one 4-warp program per SM, too few loads in flight to cover HBM
+        latency. Both are likely causes rather than measured ones; Nsight Compute (`ncu --set full`) on one launch
+        would separate them (issue-slot utilisation against DRAM throughput). The fixes production kernels use are
+        the ones section 6 lists: a `constexpr` group size with one scale row per step (or per-channel scales applied
+        after the loop), codes pre-shuffled offline so that a thread unpacks a 32-bit word with a few instructions
+        (Marlin, tinygemm), and split-K for small $M$ (`p03.autotune`).
+
+        Prefill ($M = 4096$), TFLOP/s:
+
+        | $K \to N$ | int8 | int4 | cuBLAS fp16 (eager) | FP8 row-wise (yours) | `torch._scaled_mm` (cuBLASLt FP8) |
+        | --- | --- | --- | --- | --- | --- |
+        | 4096 -> 4096 | 177 (0.25x cuBLAS) | 139 (0.20x) | 696 | 1234 (1.05x `_scaled_mm`) | 1180 |
+        | 4096 -> 14336 | 178 (0.27x) | 146 (0.22x) | 671 | 1045 (0.90x) | 1158 |
+        | 14336 -> 4096 | 180 (0.26x) | 127 (0.19x) | 684 | 1279 (1.05x) | 1217 |
+
+        int8 and int4 land *below* cuBLAS as expected, by 3.7-5.4x: the same structure without dequantisation
+        (`p03.matmul`) reached 653 TFLOP/s at 4096^3 fp16 in the course's p03 run. Each program dequantises its whole
+        weight tile at every K step, $M$ / `BLOCK_M` times over the weight in total (32 at `BLOCK_M = 128`), and the
+        tile reaches the tensor cores from registers rather than straight from an asynchronous copy into shared memory,
+        so the software pipeline that keeps `p03.matmul` fed has much less to overlap (likely; the kernel's TTGIR,
+        dumped with `MLIR_ENABLE_DUMP=1`, shows which MMA and which copies it got). The FP8 kernel is level with
+        cuBLASLt's FP8 GEMM (0.90-1.05x) and 1.56-1.87x faster than cuBLAS fp16, short of the 2x of the tensor-core
+        rates, at 53-65% of the datasheet's 1979 TFLOP/s. One difference in favour of yours: on compute capability 9.0
+        Triton's FP8 `tl.dot` by default never promotes its partial sums to full float32 (the backend's
+        `max_num_imprecise_acc_default` is $2^{30}$ there), which is cuBLASLt's `use_fast_accum=True`, while the
+        benchmark calls `torch._scaled_mm` with the default `use_fast_accum=False`; timing both settings would show how
+        much of the comparison that is.
     """)
     lesson.stop()
     lesson.md(r"""

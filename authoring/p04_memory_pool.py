@@ -529,8 +529,17 @@ def build() -> LessonBuilder:
         peak. They should agree on `allocated` and `requested` exactly and on `reserved` closely; PyTorch may differ
         where it uses options your model does not have (`expandable_segments`, `max_split_size_mb`,
         `roundup_power2_divisions` in `PYTORCH_CUDA_ALLOC_CONF`) or where other tensors (CUDA context, cuBLAS
-        workspaces) already sit in the pools. Reported, not asserted. Measured on an H200 in the course's GPU run:
-        (to be filled in by the GPU run).
+        workspaces) already sit in the pools. Reported, not asserted.
+
+        **Not measured by the course yet**: the GPU run did not record this cell's output, so there is no H200 table to
+        quote. What to expect, reasoned from the rules above rather than measured: `allocated` and `requested` equal to
+        the byte, at the end and at the peak, because both allocators apply the same 512-byte rounding and the same
+        split rule to the same requests on one stream, and `requested` is the sum of the sizes asked for whatever the
+        allocator does; `reserved` equal too, as long as `PYTORCH_CUDA_ALLOC_CONF` is unset (the cell calls
+        `empty_cache` first so that segments cached by earlier work do not serve the trace). The peak rows are not
+        relative to the start: tensors that other code in the same process keeps alive on the GPU add to PyTorch's
+        column. A difference in `allocated` on a fresh kernel would mean the model gets a sizing or split rule wrong;
+        that is worth reporting.
     """)
     lesson.code(r"""
         if torch.cuda.is_available():

@@ -382,6 +382,18 @@ def build() -> LessonBuilder:
         - *Other algorithms*: double binary trees (latency $O(\log p)$ instead of $O(p)$, for large $p$ and small
           messages), and NVLS on NVSwitch systems, where the switch itself performs the reduction.
         - *nccl-tests* (`all_reduce_perf -b 8 -e 8G -f 2`) prints algbw and busbw for each size: the measurement your
-          demo makes, on the real library. Measured on an H200 in the course's GPU run: (to be filled in by the GPU run).
+          demo makes, on the real library.
+
+        **Not measured by the course yet.** Comparing your ring with NCCL needs two or more GPUs in one machine, and the
+        course's GPU runs so far had one; the measurement waits for a multi-GPU machine, and no number is quoted here.
+        What to expect when you run the demo with `device="cuda"` on several NVLink-connected GPUs — the model of
+        section 2, not a measurement: NCCL's `dist.all_reduce` latency-bound on the left (a few microseconds per
+        step) and a plateau on the right near the link's per-direction bandwidth (450 GB/s on an H100/H200 NVLink
+        datasheet). Your ring runs the same schedule, but every step pays a Python loop iteration, one NCCL
+        point-to-point call per slice and a separate `add_` kernel, tens of microseconds rather than a few, so its
+        $\alpha$ is several times NCCL's: by $n_{1/2} = p\,\alpha B$ its curve reaches half the bandwidth at a message
+        several times larger, and more slices help only on messages large enough to pay for the extra calls. On the
+        plateau it can come close to NCCL only if the additions and the transfers overlap, which NCCL's fused
+        `recvReduceSend` does inside one kernel and your Python loop does only between slices.
     """)
     return lesson
