@@ -417,7 +417,7 @@ def refuses_mismatched_targets_and_copies_weights(ex):
 
 def benchmark(ex):
     """One Llama-3-8B decoder layer (d 4096, I 14336, 32/8 heads of 128), B4 S2048 bf16: yours vs eager HF (SDPA) vs
-    torch.compile of the HF layer, forward and forward + backward."""
+    torch.compile of the HF layer, forward and forward + backward (the gradients of x and of every weight)."""
     from llm_algo.bench import flops_row
     from llm_algo.references.hf import tiny_llama_config
 
@@ -451,19 +451,22 @@ def benchmark(ex):
     fwd = gemm + attention
     shape = "Llama-3-8B layer, B4 S2048 bf16"
     rows = []
-    for name, fn in (
-        ("TritonLlamaBlock", mine),
-        ("HF LlamaDecoderLayer (eager, SDPA)", hf),
-        ("HF (torch.compile)", compiled),
+    for name, fn, module in (
+        ("TritonLlamaBlock", mine, mine),
+        ("HF LlamaDecoderLayer (eager, SDPA)", hf, layer),
+        ("HF (torch.compile)", compiled, layer),
     ):
         with torch.no_grad():
             fn(x)
+        # x's gradient and every weight's, as a training step needs: asking for x's alone lets eager autograd skip
+        # the dW GEMMs while torch.compile's one backward graph computes them anyway, so the rows would do unequal work
+        wants = (x, *(p for p in module.parameters() if p.requires_grad))
         rows.append(flops_row(f"{name} forward", shape, lambda fn=fn: fn(x.detach()), fwd))
         rows.append(
             flops_row(
-                f"{name} fwd+bwd",
+                f"{name} fwd+bwd (dx, dW)",
                 shape,
-                lambda fn=fn: torch.autograd.grad(fn(x), (x,), dy),
+                lambda fn=fn, wants=wants: torch.autograd.grad(fn(x), wants, dy),
                 fwd + 2 * gemm + 5 * attention // 2,
             )
         )
