@@ -42,7 +42,7 @@ def build() -> LessonBuilder:
         - **错误检查**：kernel 启动是异步的、不返回错误；启动后调用 `cudaGetLastError()`（PyTorch 里是 `C10_CUDA_KERNEL_LAUNCH_CHECK()`）捕获配置错误；运行时错误（非法地址）在下一次同步时才出现，调试用 `CUDA_LAUNCH_BLOCKING=1` 和 compute-sanitizer。
         - **Host 端**：用 `TORCH_CHECK` 检查 device、dtype、contiguous、shape，在 PyTorch 当前 stream 上启动；`load_inline` 编译，按源码哈希缓存。
         - **CPU 上的孪生练习**：numba-cuda 的 CUDA 模拟器（`cuda.grid(1)`、`cuda.gridsize(1)`、`kernel[blocks, threads](...)`）在任何机器上都能评分，越界访问直接报 IndexError。
-        - **易错点**：`i <= n`、grid 只有 $\lfloor n/T\rfloor$ 个 block、步长用 `blockDim.x` 而不是整个 grid、忘了 grid-stride 循环、`int` 下标溢出、不检查 contiguous、不检查启动错误、空张量启动 0 个 block。
+        - **易错点**：`i <= n`、grid 只有 $\lfloor n/T\rfloor$ 个 block、步长用 `blockDim.x` 而不是整个 grid、忘了 grid-stride 循环、`int` 下标溢出、不检查 contiguous、不检查启动错误、空张量启动 0 个 block、不检查 `1 ≤ threads_per_block ≤ 1024`（模拟器不会替你报错）。
     """)
     lesson.md(r"""
         ## 1. One thread, one element
@@ -231,7 +231,12 @@ def build() -> LessonBuilder:
         is what makes the stride matter: an element processed twice ends up with $2\alpha x$ added, and one never
         processed keeps its old value. Write the kernel with a grid-stride loop, and a launcher that launches **exactly**
         `blocks` blocks of `threads_per_block` threads — usually far fewer threads than elements — and returns nothing
-        (it modifies `y`).
+        (it modifies `y`). Like `vector_add_sim`, it refuses what the kernel cannot take (anything but NumPy arrays,
+        another dtype, different shapes), and it refuses a grid that a GPU would refuse: `blocks < 1`, or
+        `threads_per_block` outside $[1, 1024]$ (the most threads a block can have), with a `ValueError` that names the
+        argument, the allowed range and the value it got. The simulator would not catch these for you: it runs a block
+        of 0 threads as a launch that does nothing (`y` comes back unchanged, silently) and a block of 2048 threads as
+        if the hardware allowed it.
     """)
     lesson.exercise(
         "saxpy_sim",
@@ -252,7 +257,7 @@ def build() -> LessonBuilder:
         def saxpy_sim(alpha: float, x: np.ndarray, y: np.ndarray, blocks: int = 2, threads_per_block: int = 32) -> None:
             """y <- alpha * x + y in place, by saxpy_kernel on a grid of exactly `blocks` x `threads_per_block`
             threads; x, y 1-D float32 NumPy arrays of the same length (n,)."""
-            # TODO 1: check the inputs (float32 1-D arrays of the same shape; blocks and threads_per_block >= 1)
+            # TODO 1: check the inputs (float32 1-D arrays of the same shape; blocks >= 1; 1 <= threads_per_block <= 1024)
             # TODO 2: launch the given grid; the loop in the kernel covers every element
             ### BEGIN SOLUTION
             if not (isinstance(x, np.ndarray) and isinstance(y, np.ndarray)):
@@ -261,8 +266,13 @@ def build() -> LessonBuilder:
                 raise TypeError(f"saxpy_sim needs float32 arrays, got {x.dtype} and {y.dtype}")
             if x.ndim != 1 or x.shape != y.shape:
                 raise ValueError(f"saxpy_sim needs two 1-D arrays of the same length, got {x.shape} and {y.shape}")
-            if blocks < 1 or threads_per_block < 1:
-                raise ValueError(f"a grid needs at least one block of one thread, got {blocks} x {threads_per_block}")
+            if blocks < 1:
+                raise ValueError(f"saxpy_sim: blocks must be >= 1 (a grid of zero blocks is an invalid launch), got {blocks}")
+            if not 1 <= threads_per_block <= 1024:
+                raise ValueError(
+                    f"saxpy_sim: threads_per_block must be in [1, 1024] (a CUDA block has at most 1024 threads), "
+                    f"got {threads_per_block}"
+                )
             saxpy_kernel[blocks, threads_per_block](np.float32(alpha), x, y, x.shape[0])
             ### END SOLUTION
     ''',
@@ -441,7 +451,10 @@ def build() -> LessonBuilder:
         **`saxpy_kernel`.** `cuda.gridsize(1)` is `blockDim.x * gridDim.x`, the number of threads in the grid. Each
         thread starts at its global index and steps by that amount, so the threads of the grid tile the array exactly
         once. The launcher must launch the grid it was given: the check launches 1 block of 32 threads over 257 elements,
-        and 4 blocks of 64 over 50, and a kernel that only works for $\lceil n/T \rceil$ blocks fails both.
+        and 4 blocks of 64 over 50, and a kernel that only works for $\lceil n/T \rceil$ blocks fails both. Its checks
+        of `blocks` and `threads_per_block` are the ones a GPU makes at launch time (`cudaErrorInvalidConfiguration`),
+        done early with a better message: the check passes 0, -1 and 1025 threads per block and expects a refusal, and
+        launches 1 and 1024 threads per block and expects them to run.
 
         **The C++.** `static_cast<int64_t>(blockIdx.x) * blockDim.x` does the multiplication in 64 bits; writing
         `int64_t i = blockIdx.x * blockDim.x + threadIdx.x` would not help, since the product is computed in 32 bits
@@ -456,7 +469,8 @@ def build() -> LessonBuilder:
         element gets written), $\lfloor n/T \rfloor$ blocks (the tail stays NaN), ignoring `blockIdx` (every block
         redoes the first block), stepping by `blockDim.x` instead of the grid (in place, elements get $\alpha x$ added
         twice), an `if` where the loop should be (only the first grid-width of elements is computed), a launcher that
-        sizes the grid from $n$ instead of the `blocks` it was given, computing the result in NumPy or torch instead
+        sizes the grid from $n$ instead of the `blocks` it was given, a `saxpy_sim` that takes 0, or more than 1024,
+        threads per block (the simulator runs both without a word), computing the result in NumPy or torch instead
         of the kernel, no contiguity check (a sliced input gives wrong numbers silently), no launch check (2048 threads
         per block fails silently and leaves the output untouched), and launching zero blocks for an empty input.
 

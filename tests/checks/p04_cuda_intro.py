@@ -226,9 +226,10 @@ def saxpy_kernel_covers_each_element_exactly_once(ex):
 
 @checks("saxpy_sim")
 def saxpy_launches_the_grid_it_is_given(ex):
-    """saxpy_sim(alpha, x, y, blocks, threads) for n = 1, 64, 300 and grids 1 x 1, 2 x 32, 3 x 50: the launch
-    has exactly that grid and y is updated in place"""
-    for n, blocks, threads in ((1, 1, 1), (64, 2, 32), (300, 3, 50), (300, 1, 1)):
+    """saxpy_sim(alpha, x, y, blocks, threads) for n = 1, 64, 300, 40 and grids 1 x 1, 2 x 32, 3 x 50, 1 x 1 and
+    1 x 1024 (the largest block, and the smallest, are valid): the launch has exactly that grid and y is updated in
+    place"""
+    for n, blocks, threads in ((1, 1, 1), (64, 2, 32), (300, 3, 50), (300, 1, 1), (40, 1, 1024)):
         x, y = numpy_inputs((n,), (n,))
         y_before = torch.from_numpy(y.copy()).double()
         alpha = float(np.float32(torch.randn(()).item()))  # exactly representable in float32
@@ -247,7 +248,8 @@ def saxpy_launches_the_grid_it_is_given(ex):
 
 @checks("saxpy_sim")
 def saxpy_rejects_bad_input(ex):
-    """x and y of different lengths, float64 arrays, or an empty grid raise ValueError/TypeError"""
+    """x and y of different lengths, float64 arrays, a grid of 0 blocks, 0, -1 or 1025 threads per block raise
+    ValueError/TypeError; Python lists raise TypeError"""
     x, y = numpy_inputs((10,), (12,))
     expect_refused(
         lambda: ex.saxpy_sim(1.5, x, y),
@@ -261,13 +263,27 @@ def saxpy_rejects_bad_input(ex):
         hint="check the dtype (float32) before launching",
         errors=(ValueError, TypeError),
     )
+    expect_refused(
+        lambda: ex.saxpy_sim(1.5, [1.0, 2.0], [3.0, 4.0]),
+        input="x=[1.0, 2.0], y=[3.0, 4.0] (Python lists)",
+        hint="check isinstance(x, np.ndarray) first, and raise TypeError with a message",
+        errors=(TypeError,),
+    )
     (z,) = numpy_inputs((10,))
     expect_refused(
         lambda: ex.saxpy_sim(1.5, x, z, blocks=0),
-        input="blocks=0",
+        input="x, y (10,) float32, blocks=0",
         hint="a grid needs at least one block: refuse blocks < 1 with a message",
         errors=(ValueError, TypeError),
     )
+    for threads in (0, -1, 1025):
+        expect_refused(
+            lambda threads=threads: ex.saxpy_sim(1.5, x, z, blocks=1, threads_per_block=threads),
+            input=f"x, y (10,) float32, blocks=1, threads_per_block={threads}",
+            hint="a CUDA block has 1 to 1024 threads: refuse threads_per_block outside [1, 1024] with a ValueError "
+            "(the simulator runs a block of 0 threads as a silent no-op, and more than 1024 as if a GPU allowed it)",
+            errors=(ValueError, TypeError),
+        )
 
 
 # ----------------------------------------------------------------------------------------- vector_add_cuda (GPU)

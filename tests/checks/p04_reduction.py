@@ -256,16 +256,22 @@ def atomic_sizes_and_grids(ex):
 
 @checks("atomic_sum_sim")
 def atomic_rejects_bad_input(ex):
-    """a float64 array, a 2-D array or blocks = 0 raise TypeError/ValueError"""
+    """a float64 array, 2-D arrays ((3, 4) and a (200, 1) column), a Python list or blocks = 0 raise
+    TypeError/ValueError"""
     for call, label in (
         (lambda: ex.sum_atomic_sim(np.ones(10, dtype=np.float64)), "x (10,) float64"),
         (lambda: ex.sum_atomic_sim(np.ones((3, 4), dtype=np.float32)), "x (3, 4) float32"),
+        (
+            lambda: ex.sum_atomic_sim(np.ones((200, 1), dtype=np.float32)),
+            "x (200, 1) float32 (a column, not a 1-D array: the simulator would add its rows without a word)",
+        ),
+        (lambda: ex.sum_atomic_sim([1.0, 2.0]), "x = [1.0, 2.0] (a Python list)"),
         (lambda: ex.sum_atomic_sim(np.ones(10, dtype=np.float32), blocks=0), "blocks=0"),
     ):
         expect_refused(
             call,
             input=label,
-            hint="check the array (float32, 1-D) and blocks >= 1 before launching",
+            hint="check isinstance(x, np.ndarray), x.dtype == np.float32, x.ndim == 1 and blocks >= 1 before launching",
             errors=(TypeError, ValueError),
         )
 

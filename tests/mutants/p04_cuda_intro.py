@@ -72,6 +72,12 @@ MUTANTS = [
         "starts every block at threadIdx.x: all blocks walk the same elements",
         [("i = cuda.grid(1)\n    stride", "i = cuda.threadIdx.x\n    stride")],
     ),
+    Mutant(
+        "saxpy_sim",
+        "no_thread_limit",
+        "checks only threads_per_block >= 1, so a block of more than 1024 threads (which a GPU refuses) is launched",
+        [("if not 1 <= threads_per_block <= 1024:", "if threads_per_block < 1:")],
+    ),
     # vector_add_cuda (C++; each still compiles)
     Mutant(
         "vector_add_cuda",
