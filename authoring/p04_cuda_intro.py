@@ -140,7 +140,8 @@ def build() -> LessonBuilder:
         def vector_add_sim(a: np.ndarray, b: np.ndarray, threads_per_block: int = 64) -> np.ndarray:
             """a + b computed by add_kernel in the simulator: a, b 1-D float32 NumPy arrays of the same length (n,);
             returns a new float32 array (n,)."""
-            # TODO 1: check the inputs (NumPy arrays, float32, 1-D, same shape); raise ValueError/TypeError otherwise
+            # TODO 1: check the inputs (NumPy arrays, float32, 1-D, same shape, 1 <= threads_per_block <= 1024);
+            #         raise ValueError/TypeError otherwise
             # TODO 2: allocate the output
             # TODO 3: launch enough blocks of threads_per_block threads to give every element a thread
             ### BEGIN SOLUTION
@@ -150,6 +151,8 @@ def build() -> LessonBuilder:
                 raise TypeError(f"vector_add_sim needs float32 arrays, got {a.dtype} and {b.dtype}")
             if a.ndim != 1 or a.shape != b.shape:
                 raise ValueError(f"vector_add_sim needs two 1-D arrays of the same length, got {a.shape} and {b.shape}")
+            if not 1 <= threads_per_block <= 1024:  # 0 would divide by zero below; a GPU refuses more than 1024
+                raise ValueError(f"vector_add_sim: threads_per_block must be in [1, 1024], got {threads_per_block}")
             n = a.shape[0]
             out = np.empty_like(a)
             blocks = (n + threads_per_block - 1) // threads_per_block  # ceil(n / T)

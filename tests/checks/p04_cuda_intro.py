@@ -90,22 +90,23 @@ def sim_hand_checkable_shorter_than_a_block(ex):
 
 @checks("vector_add_sim")
 def sim_sizes_that_are_not_block_multiples(ex):
-    """n = 1, 31, 32, 33, 100, 200 with 32 and 64 threads per block, against float64; the launch has ceil(n / T)
-    blocks; an empty input launches no grid of zero blocks"""
-    for n in (1, 31, 32, 33, 100, 200):
-        for threads in (32, 64):
-            a, b = numpy_inputs((n,), (n,))
-            label = f"a, b ({n},) float32, threads_per_block={threads}"
-            with recording(ex, "add_kernel") as recorder:
-                got = ex.vector_add_sim(a, b, threads_per_block=threads)
-            expect_launched(recorder, input=label, grid=(-(-n // threads), threads))
-            expect_close(
-                as_float32_result(got, (n,), input=label, hint=LIKE_A),
-                torch.from_numpy(a).double() + torch.from_numpy(b).double(),
-                baseline=torch.from_numpy(a) + torch.from_numpy(b),
-                input=label,
-                hint=HINT_GRID,
-            )
+    """n = 1, 31, 32, 33, 100, 200 with 32 and 64 threads per block, and the extremes of a block (3 elements with 1
+    thread per block, 1024 with 1024), against float64; the launch has ceil(n / T) blocks; an empty input launches no
+    grid of zero blocks"""
+    shapes = [(n, threads) for n in (1, 31, 32, 33, 100, 200) for threads in (32, 64)] + [(3, 1), (1024, 1024)]
+    for n, threads in shapes:
+        a, b = numpy_inputs((n,), (n,))
+        label = f"a, b ({n},) float32, threads_per_block={threads}"
+        with recording(ex, "add_kernel") as recorder:
+            got = ex.vector_add_sim(a, b, threads_per_block=threads)
+        expect_launched(recorder, input=label, grid=(-(-n // threads), threads))
+        expect_close(
+            as_float32_result(got, (n,), input=label, hint=LIKE_A),
+            torch.from_numpy(a).double() + torch.from_numpy(b).double(),
+            baseline=torch.from_numpy(a) + torch.from_numpy(b),
+            input=label,
+            hint=HINT_GRID,
+        )
     a, b = numpy_inputs((0,), (0,))
     label = "a, b (0,) float32 (empty)"
     with recording(ex, "add_kernel") as recorder:
@@ -143,7 +144,8 @@ def sim_kernel_never_touches_past_the_end(ex):
 
 @checks("vector_add_sim")
 def sim_rejects_bad_input(ex):
-    """different lengths, float64, a 2-D array raise ValueError/TypeError; Python lists raise TypeError"""
+    """different lengths, float64, a 2-D array, 0 or 1025 threads per block raise ValueError/TypeError; Python lists
+    raise TypeError"""
     a, b = numpy_inputs((10,), (9,))
     expect_refused(
         lambda: ex.vector_add_sim(a, b),
@@ -164,6 +166,13 @@ def sim_rejects_bad_input(ex):
         hint="the kernel indexes a flat 1-D array: refuse a.ndim != 1",
         errors=(ValueError, TypeError),
     )
+    for threads in (0, 1025):
+        expect_refused(
+            lambda threads=threads: ex.vector_add_sim(a, a, threads_per_block=threads),
+            input=f"a, b (10,) float32, threads_per_block={threads}",
+            hint="a block has 1 to 1024 threads: check threads_per_block before computing the grid",
+            errors=(ValueError,),
+        )
     expect_refused(
         lambda: ex.vector_add_sim([1.0, 2.0], [3.0, 4.0]),
         input="a=[1.0, 2.0], b=[3.0, 4.0] (Python lists)",

@@ -36,6 +36,12 @@ MUTANTS = [
         "the launcher computes a + b in NumPy and never launches the kernel",
         [("add_kernel[blocks, threads_per_block](a, b, out, n)", "np.add(a, b, out=out)")],
     ),
+    Mutant(
+        "vector_add_sim",
+        "no_block_size_check",
+        "launches whatever threads_per_block it is given: 0 fails with ZeroDivisionError, 1025 runs in the simulator",
+        [("if not 1 <= threads_per_block <= 1024:  # 0 would divide", "if False:  # 0 would divide")],
+    ),
     # saxpy_sim
     Mutant(
         "saxpy_sim",
