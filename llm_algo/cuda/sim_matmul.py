@@ -5,13 +5,14 @@ fp32 cuBLAS (TF32 off) for the C++ kernels' baselines."""
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator
 
 import numpy as np
 import torch
 
-from ..check.api import expect
-from .sim_checks import LaunchRecorder, as_float32_result
+from ..check.api import expect, expect_close
+from .sim_checks import LaunchRecorder, as_float32_result, quick_switching, recording
 
 
 def operands(M: int, N: int, K: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -86,3 +87,34 @@ def true_fp32() -> Iterator[None]:
         yield
     finally:
         torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def expect_edges_and_empty(ex, *, function: str, kernel: str, tile: int, shapes, hint: str) -> None:
+    """A simulator twin `function(A, B)` over (M, N, K) shapes that are not multiples of the tile: each result against
+    float64 (fp32 rounding as the tolerance) and the launch `kernel[(ceil(N/tile), ceil(M/tile)), (tile, tile)]`;
+    then an empty C (M = 0 or N = 0) must come back with its shape and launch no grid of zero blocks."""
+    expect_tile(ex, tile)
+    for seed, (M, N, K) in enumerate(shapes):
+        A, B = operands(M, N, K, seed)
+        label = f"A ({M}, {K}), B ({K}, {N}) float32"
+        with recording(ex, kernel) as recorder, quick_switching():
+            got = getattr(ex, function)(A, B)
+        expect_grid(recorder, (math.ceil(N / tile), math.ceil(M / tile)), tile, kernel=kernel, input=label)
+        expect_close(as_result(got, (M, N), input=label), reference(A, B), baseline=baseline(A, B), input=label,
+                     hint=hint)  # fmt: skip
+    for M, N in ((0, 3), (3, 0)):
+        A, B = operands(M, N, 5, 9)
+        label = f"A ({M}, 5), B (5, {N}): an empty C"
+        with recording(ex, kernel) as recorder:
+            got = getattr(ex, function)(A, B)
+        as_result(got, (M, N), input=label)
+        grids = [launch[0] if isinstance(launch[0], tuple) else (launch[0],) for launch in recorder.launches]
+        empty = [grid for grid in grids if 0 in grid]
+        expect(
+            not empty,
+            "launched a grid with zero blocks",
+            input=label,
+            expected="no launch when C is empty",
+            got=str(empty),
+            hint="a GPU refuses a grid of zero blocks: skip the launch when M == 0 or N == 0",
+        )

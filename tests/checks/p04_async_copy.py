@@ -22,7 +22,16 @@ from llm_algo.check import Checks, describe, expect, expect_close, expect_refuse
 from llm_algo.check.restrictions import MATMUL
 from llm_algo.cuda.races import first_race, tracing_shared_memory
 from llm_algo.cuda.sim_checks import quick_switching, recording, simulate
-from llm_algo.cuda.sim_matmul import as_result, baseline, expect_grid, expect_tile, operands, reference, true_fp32
+from llm_algo.cuda.sim_matmul import (
+    as_result,
+    baseline,
+    expect_edges_and_empty,
+    expect_grid,
+    expect_tile,
+    operands,
+    reference,
+    true_fp32,
+)
 from llm_algo.references.kernels import expect_guard_untouched, guarded
 
 checks = Checks("p04.async_copy")
@@ -465,41 +474,14 @@ def sim_hand_checkable(ex):
 def sim_sizes_that_are_not_tile_multiples(ex):
     """(M, N, K) = (1, 1, 1), (4, 4, 4), (5, 3, 7), (3, 9, 2), (6, 5, 13), (3, 2, 0) against float64, with the grid
     (ceil(N/4), ceil(M/4)); M = 0 or N = 0 launches nothing"""
-    expect_tile(ex, TILE_SIM)
-    for seed, (M, N, K) in enumerate([(1, 1, 1), (4, 4, 4), (5, 3, 7), (3, 9, 2), (6, 5, 13), (3, 2, 0)]):
-        A, B = operands(M, N, K, seed)
-        label = f"A ({M}, {K}), B ({K}, {N}) float32"
-        with recording(ex, "double_buffered_matmul_kernel") as recorder, quick_switching():
-            got = ex.double_buffered_matmul_sim(A, B)
-        expect_grid(
-            recorder,
-            (math.ceil(N / TILE_SIM), math.ceil(M / TILE_SIM)),
-            TILE_SIM,
-            kernel="double_buffered_matmul_kernel",
-            input=label,
-        )
-        expect_close(
-            as_result(got, (M, N), input=label),
-            reference(A, B),
-            baseline=baseline(A, B),
-            input=label,
-            hint=f"{HINT_EDGES}; {HINT_BUFFERS}",
-        )
-    for M, N in ((0, 3), (3, 0)):
-        A, B = operands(M, N, 5, 9)
-        label = f"A ({M}, 5), B (5, {N}): an empty C"
-        with recording(ex, "double_buffered_matmul_kernel") as recorder:
-            got = ex.double_buffered_matmul_sim(A, B)
-        as_result(got, (M, N), input=label)
-        grids = [launch[0] if isinstance(launch[0], tuple) else (launch[0],) for launch in recorder.launches]
-        expect(
-            not any(0 in grid for grid in grids),
-            "launched a grid with zero blocks",
-            input=label,
-            expected="no launch when C is empty",
-            got=str(grids),
-            hint="a GPU refuses a grid of zero blocks: skip the launch when M == 0 or N == 0",
-        )
+    expect_edges_and_empty(
+        ex,
+        function="double_buffered_matmul_sim",
+        kernel="double_buffered_matmul_kernel",
+        tile=TILE_SIM,
+        shapes=[(1, 1, 1), (4, 4, 4), (5, 3, 7), (3, 9, 2), (6, 5, 13), (3, 2, 0)],
+        hint=f"{HINT_EDGES}; {HINT_BUFFERS}",
+    )
 
 
 @checks("double_buffer_sim", gate=True)

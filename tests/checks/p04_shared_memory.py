@@ -24,7 +24,16 @@ from llm_algo.bench import bandwidth_row, flops_row
 from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
 from llm_algo.check.restrictions import MATMUL
 from llm_algo.cuda.sim_checks import quick_switching, recording, simulate
-from llm_algo.cuda.sim_matmul import as_result, baseline, expect_grid, expect_tile, operands, reference, true_fp32
+from llm_algo.cuda.sim_matmul import (
+    as_result,
+    baseline,
+    expect_edges_and_empty,
+    expect_grid,
+    expect_tile,
+    operands,
+    reference,
+    true_fp32,
+)
 from llm_algo.references.kernels import expect_guard_untouched, guarded
 
 checks = Checks("p04.shared_memory")
@@ -98,42 +107,14 @@ def sim_hand_checkable(ex):
 def sim_sizes_that_are_not_tile_multiples(ex):
     """(M, N, K) = (1, 1, 1), (4, 4, 4), (5, 3, 7), (3, 9, 2), (6, 5, 9) against float64, with the grid
     (ceil(N/4), ceil(M/4)); K = 0 gives zeros; M = 0 or N = 0 launches nothing"""
-    expect_tile(ex, TILE_SIM)
-    for seed, (M, N, K) in enumerate([(1, 1, 1), (4, 4, 4), (5, 3, 7), (3, 9, 2), (6, 5, 9), (3, 2, 0)]):
-        A, B = operands(M, N, K, seed)
-        label = f"A ({M}, {K}), B ({K}, {N}) float32"
-        with recording(ex, "tiled_matmul_kernel") as recorder, quick_switching():
-            got = ex.tiled_matmul_sim(A, B)
-        expect_grid(
-            recorder,
-            (math.ceil(N / TILE_SIM), math.ceil(M / TILE_SIM)),
-            TILE_SIM,
-            kernel="tiled_matmul_kernel",
-            input=label,
-        )
-        expect_close(
-            as_result(got, (M, N), input=label),
-            reference(A, B),
-            baseline=baseline(A, B),
-            input=label,
-            hint=f"{HINT_EDGES}; loop over ceil(K / TILE) tiles (range(0, K, TILE))",
-        )
-    for M, N in ((0, 3), (3, 0)):
-        A, B = operands(M, N, 5, 9)
-        label = f"A ({M}, 5), B (5, {N}): an empty C"
-        with recording(ex, "tiled_matmul_kernel") as recorder:
-            got = ex.tiled_matmul_sim(A, B)
-        as_result(got, (M, N), input=label)
-        grids = [launch[0] if isinstance(launch[0], tuple) else (launch[0],) for launch in recorder.launches]
-        empty = [grid for grid in grids if 0 in grid]
-        expect(
-            not empty,
-            "launched a grid with zero blocks",
-            input=label,
-            expected="no launch when C is empty",
-            got=str(empty),
-            hint="a GPU refuses a grid of zero blocks: skip the launch when M == 0 or N == 0",
-        )
+    expect_edges_and_empty(
+        ex,
+        function="tiled_matmul_sim",
+        kernel="tiled_matmul_kernel",
+        tile=TILE_SIM,
+        shapes=[(1, 1, 1), (4, 4, 4), (5, 3, 7), (3, 9, 2), (6, 5, 9), (3, 2, 0)],
+        hint=f"{HINT_EDGES}; loop over ceil(K / TILE) tiles (range(0, K, TILE))",
+    )
 
 
 @checks("tiled_matmul_sim", gate=True)
