@@ -430,8 +430,8 @@ def naive_forward_backward(q, k, v, dout, causal: bool):
 
 
 def benchmark(ex):
-    """B4 H32 S4096 d128 bf16, causal and not: your backward vs SDPA's flash backward; forward + backward of both and
-    of plain PyTorch attention (eager and torch.compile)."""
+    """B4 H32 S4096 d128 bf16, causal and not: your backward vs SDPA's default backend's (named) and its flash
+    backend's; forward + backward of yours and of plain PyTorch attention (eager and torch.compile)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     batch, heads, seq, head_dim = 4, 32, 4096, 128
@@ -451,11 +451,11 @@ def benchmark(ex):
             )
         )
         default = sdpa_backend_name(q, k, v, causal=causal)
-        for label, backends in (
-            (f"SDPA default backend ({default}) backward", None),
-            ("SDPA (flash) backward", "flash"),
+        for label, forced in (
+            (f"SDPA default backend ({default}) backward", contextlib.nullcontext()),
+            ("SDPA (flash) backward", sdpa_kernel(SDPBackend.FLASH_ATTENTION)),
         ):
-            with sdpa_kernel(SDPBackend.FLASH_ATTENTION) if backends else contextlib.nullcontext():
+            with forced:
                 sdpa_out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
                 rows.append(
                     flops_row(
