@@ -24,12 +24,22 @@ class Mutant:
     name: str
     mistake: str  # the realistic mistake it stands for, in words
     replace: tuple[tuple[str, str], ...]
+    mistake_zh: str = ""  # the same clause in 简体中文 (the lesson's 本节要点 lists it)
 
-    def __init__(self, exercise: str, name: str, mistake: str, replace: list[tuple[str, str]] | tuple):
+    def __init__(
+        self,
+        exercise: str,
+        name: str,
+        mistake: str,
+        replace: list[tuple[str, str]] | tuple,
+        *,
+        mistake_zh: str = "",
+    ):
         object.__setattr__(self, "exercise", exercise)
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "mistake", mistake)
         object.__setattr__(self, "replace", tuple((old, new) for old, new in replace))
+        object.__setattr__(self, "mistake_zh", mistake_zh)
 
     @property
     def key(self) -> str:
