@@ -45,6 +45,7 @@ class CheckSpec:
     restriction: Restriction | None = field(default=None, repr=False, compare=False)  # see Checks.restrict
     requires_compiled: bool = False  # shapes only compiled Triton grades in time: skipped under the interpreter
     requires_capability: tuple[int, int] | None = None  # where there is a CUDA GPU: at least this capability
+    in_place: frozenset[str] = frozenset()  # arguments the exercise's contract changes in place (Checks.in_place)
 
     @property
     def key(self) -> str:
@@ -59,6 +60,7 @@ class Checks:
         self.triton = triton
         self.specs: list[CheckSpec] = []
         self.restrictions: dict[str, Restriction] = {}
+        self.in_place_args: dict[str, frozenset[str]] = {}  # exercise -> arguments its contract changes in place
         self.tunes_every_config = False  # True: the grader keeps every autotuner config (llm_algo.grading.autotune)
         self.benchmark: Callable | None = None  # set by load_checks from the module's `benchmark`, if any
 
@@ -98,6 +100,7 @@ class Checks:
                     restriction,
                     requires_compiled,
                     tuple(requires_capability) if requires_capability is not None else None,
+                    self.in_place_args.get(exercise, frozenset()),
                 )
             )
             return func
@@ -115,6 +118,15 @@ class Checks:
                 raise ValueError(f"{self.lesson_id}: exercise {exercise!r} is restricted twice")
             self.restrictions[exercise] = restriction
         self.specs = [replace(s, restriction=self.restrictions.get(s.exercise)) for s in self.specs]
+
+    def in_place(self, exercise: str, *arguments: str) -> None:
+        """Declare the arguments that `exercise`'s contract changes in place (an optimizer's `params`, a cache the
+        call appends to, an `out=` buffer): every other tensor a check hands the learner's code must come back
+        unchanged (llm_algo.check.calls)."""
+        if not arguments:
+            raise ValueError(f"{self.lesson_id}: in_place({exercise!r}) names no argument")
+        self.in_place_args[exercise] = self.in_place_args.get(exercise, frozenset()) | frozenset(arguments)
+        self.specs = [replace(s, in_place=self.in_place_args.get(s.exercise, frozenset())) for s in self.specs]
 
     def for_exercise(self, exercise: str) -> list[CheckSpec]:
         return [s for s in self.specs if s.exercise == exercise]

@@ -176,15 +176,21 @@ def _watch_parent(parent_pid: int) -> None:
 
 
 def _run(task: Task):
+    """The task's reply, with the options the learner's functions were called with appended
+    (llm_algo.check.calls: the grading process adds them to its record)."""
+    from ..check.calls import take_options
+
     linecache.cache.update(task.lines)
+    take_options()  # whatever an earlier task left
     with Forbid(task.forbid, task.instead) as forbid:
         try:
             value = task.fn(*task.args, **task.kwargs)
-            return ("ok", _to_cpu(value))
+            return ("ok", _to_cpu(value), take_options())
         except BaseException as error:  # noqa: BLE001 (reported to the parent, which fails the check)
             text = _format(error, task.places)
             skeleton = isinstance(error, NotImplementedError) and _raised_in_learner_code(error)
-            return ("error", type(error).__name__, str(error)[:600], text[-3000:], list(forbid.used), skeleton)
+            error_reply = (type(error).__name__, str(error)[:600], text[-3000:], list(forbid.used), skeleton)
+            return ("error", *error_reply, take_options())
 
 
 def main() -> None:
@@ -224,7 +230,7 @@ def main() -> None:
                 payload = cloudpickle.dumps(reply)
             except Exception as error:  # noqa: BLE001 (an unpicklable return value)
                 payload = cloudpickle.dumps(
-                    ("error", "TypeError", f"cannot send the result back: {error}", "", [], False)
+                    ("error", "TypeError", f"cannot send the result back: {error}", "", [], False, {})
                 )
             conn.send_bytes(payload)
     finally:

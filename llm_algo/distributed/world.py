@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, Listener, wait
 
+from ..check.calls import merge_options
 from ..check.failure import CheckFailed, NotAttempted
 from .rank import ENV, PRELOAD_ENV, Task
 
@@ -320,9 +321,11 @@ class World:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=1.0)
             return RankResult(rank, "died", exitcode=process.poll())
+        if isinstance(reply[-1], dict):
+            merge_options(reply[-1])  # the options the learner's functions were called with in that rank
         if reply[0] == "ok":
             return RankResult(rank, "ok", value=reply[1])
-        _, error_type, message, text, used, skeleton = reply
+        _, error_type, message, text, used, skeleton, _ = reply
         return RankResult(
             rank,
             "error",

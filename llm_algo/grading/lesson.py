@@ -10,9 +10,11 @@ import sys
 from collections.abc import Callable
 
 from ..check.api import load_checks
+from ..check.calls import reset_options, write_options
 from ..mutation.mutants import Mutant, StaleMutant, load_mutants
 from ..notebook import Mode, NotebookError, read_lesson
 from ..outcome import CheckResult, Outcome, Unit
+from ..paths import state_dir
 from . import autotune
 from .execute import LoadedLesson, load_namespace
 from .run import check_exercise, lost_exercise_cells, time_limit
@@ -83,6 +85,7 @@ def _grade(notebook: str, units: list[Unit], *, timeout: float, emit: Callable[[
         gates = [
             s for s in registry.specs if s.gate and s.exercise in exercises and s not in wanted
         ]  # run even if deselected
+        reset_options()
         check_exercise(
             gates + wanted,
             loaded,
@@ -93,6 +96,8 @@ def _grade(notebook: str, units: list[Unit], *, timeout: float, emit: Callable[[
             on_start=lambda spec, mode=mode: emit({"type": "start", "key": spec.key, "mode": mode}),
             on_result=lambda result, mode=mode: report(result, mode),
         )
+        if mode == "solution" and len(wanted) == len(registry.specs):  # every check ran: the options they varied
+            write_options(state_dir() / "options" / f"{lesson.id}.json")
 
     for unit in (u for u in units if u.is_mutant):
         mutant = mutants[unit.key]

@@ -15,6 +15,7 @@ import torch
 
 from .. import device as device_policy
 from ..check.api import Checks, CheckSpec, Exercise
+from ..check.calls import CallRecorder
 from ..check.failure import CheckFailed, NotAttempted
 from ..check.restrictions import Enforcement
 from ..messages import MESSAGES, t
@@ -128,11 +129,24 @@ def run_check(spec: CheckSpec, namespace: dict, lesson_name: str, *, triton: boo
     with (
         checked_kernels(namespace, gate=triton and spec.gate),
         Enforcement(spec.restriction, namespace, spec.func.__globals__, source_location) as enforcement,
+        CallRecorder(namespace, spec.in_place) as recorder,
     ):
-        result = _outcome(spec, enforcement.exercise(Exercise(namespace, lesson_name)), namespace, common, start)
+        ex = recorder.exercise(enforcement.exercise(Exercise(namespace, lesson_name)))
+        result = _outcome(spec, ex, namespace, common, start)
     violation = enforcement.violation(passed=result.outcome is Outcome.PASSED)
     if violation:  # a forbidden call fails the check even when the learner's code (or the check) swallowed it
         return replace(result, outcome=Outcome.FAILED, summary=violation, input="", expected="", got="", hint="")
+    changed = recorder.found
+    if changed is not None and result.outcome is not Outcome.FAILED:  # an input changed, even if something caught it
+        return replace(
+            result,
+            outcome=Outcome.FAILED,
+            summary=changed.summary,
+            input=changed.input,
+            expected=changed.expected,
+            got=changed.got,
+            hint=changed.hint,
+        )
     return result
 
 

@@ -166,9 +166,9 @@ HINT_BN = (
 )
 
 
-def paired(ex, C, dtype, momentum=0.1):
-    mine = ex.BatchNorm1d(C, momentum=momentum)
-    reference = nn.BatchNorm1d(C, momentum=momentum)
+def paired(ex, C, dtype, momentum=0.1, eps=1e-5):
+    mine = ex.BatchNorm1d(C, eps=eps, momentum=momentum)
+    reference = nn.BatchNorm1d(C, eps=eps, momentum=momentum)
     with torch.no_grad():
         reference.weight.copy_(1 + 0.5 * torch.randn(C))
         reference.bias.copy_(0.3 * torch.randn(C))
@@ -201,13 +201,20 @@ def expect_buffers_equal(mine, reference, label):
 def batch_norm_matches_nn_step_by_step(ex):
     """3 training batches then eval equal nn.BatchNorm1d: outputs and buffers, (N, C) and (N, C, L), fp32 and fp64,
     down to 2 values per channel ((2, C) and (1, C, 2) are legal training batches)"""
-    for shape, momentum in [((16, 6), 0.1), ((4, 5, 7), 0.1), ((3, 4, 2), 0.3), ((2, 3), 0.1), ((1, 4, 2), 0.1)]:
+    cases = [
+        ((16, 6), 0.1, 1e-5),
+        ((4, 5, 7), 0.1, 1e-5),
+        ((3, 4, 2), 0.3, 0.5),
+        ((2, 3), 0.1, 1e-5),
+        ((1, 4, 2), 0.1, 2.0),
+    ]
+    for shape, momentum, eps in cases:  # a large eps (0.5, 2.0 against a variance near 9) shows where eps goes
         C = shape[1]
         for dtype in (torch.float64, torch.float32):
-            mine, reference = paired(ex, C, dtype, momentum)
+            mine, reference = paired(ex, C, dtype, momentum, eps)
             for step in range(3):
                 x64 = 2.0 + 3.0 * torch.randn(shape, dtype=torch.float64)
-                label = describe(x=x64.to(dtype), momentum=momentum) + f", training batch {step + 1}"
+                label = describe(x=x64.to(dtype), momentum=momentum, eps=eps) + f", training batch {step + 1}"
                 got = mine(x64.to(dtype))
                 expect_tensor(got, shape=shape, dtype=dtype, input=label)
                 expect_close(
@@ -220,7 +227,7 @@ def batch_norm_matches_nn_step_by_step(ex):
             mine.eval()
             reference.eval()
             x64 = 2.0 + 3.0 * torch.randn(shape, dtype=torch.float64)
-            label = describe(x=x64.to(dtype), momentum=momentum) + ", eval after 3 training batches"
+            label = describe(x=x64.to(dtype), momentum=momentum, eps=eps) + ", eval after 3 training batches"
             expect_close(
                 mine(x64.to(dtype)).detach(),
                 reference(x64).detach(),

@@ -101,18 +101,19 @@ def matches_reference_loop(ex):
 @checks("train_loop")
 @one_thread()
 def reruns_are_bit_identical(ex):
-    """seed_everything(s) then training, twice: identical losses and weights; Python and NumPy draws repeat too"""
+    """seed_everything(s) then training, twice (the second with progress=True: a progress bar changes nothing):
+    identical losses and weights; Python and NumPy draws repeat too"""
     data = torch.randint(0, VOCAB, (30, 6))
     runs = []
-    for _ in range(2):
+    for progress in (False, True):
         ex.seed_everything(2024)
         draws = (random.random(), float(np.random.rand()), float(torch.rand(())))
         model = DropoutLM().float()
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-        losses = ex.train_steps(model, optimizer, data, 5, 3)
+        losses = ex.train_steps(model, optimizer, data, 5, 3, progress=progress)
         runs.append((draws, losses, [p.detach().clone() for p in model.parameters()]))
     (d1, l1, w1), (d2, l2, w2) = runs
-    label = "seed_everything(2024), then DropoutLM float32 + AdamW, 5 steps; done twice"
+    label = "seed_everything(2024), then DropoutLM float32 + AdamW, 5 steps; done twice (progress=False, then True)"
     expect(
         d1 == d2,
         "random.random(), np.random.rand() or torch.rand() differ after the same seed",

@@ -17,6 +17,7 @@ checks.restrict(
     forbid=ADAM,
     instead="write the update with tensor ops and subclass torch.optim.Optimizer (torch.optim.AdamW is the reference)",
 )
+checks.in_place("adamw_step", "param", "exp_avg", "exp_avg_sq", "max_exp_avg_sq")  # `grad` must come back unchanged
 
 HP = dict(lr=1e-2, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1)
 HINT_UPDATE = "param *= 1 - lr*wd first; then param -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)"
@@ -202,16 +203,28 @@ def make_batches(steps, dtype):
     return [(torch.randn(8, 6, dtype=dtype), torch.randn(8, 3, dtype=dtype)) for _ in range(steps)]
 
 
-def train(model, optimizer, batches, branch_every=1):
+def train(model, optimizer, batches, branch_every=1, closure=False):
+    """The losses per step; with `closure`, the step is `optimizer.step(closure)` and the loss is what it returns."""
+    losses = []
     for step, (x, y) in enumerate(batches):
-        optimizer.zero_grad()
-        loss = (model(x, use_branch=step % branch_every == 0) - y).pow(2).mean()
-        loss.backward()
-        optimizer.step()
+
+        def compute(x=x, y=y, step=step):
+            optimizer.zero_grad()
+            loss = (model(x, use_branch=step % branch_every == 0) - y).pow(2).mean()
+            loss.backward()
+            return loss
+
+        if closure:
+            losses.append(optimizer.step(compute))
+        else:
+            losses.append(compute())
+            optimizer.step()
+    return losses
 
 
 def make_optimizer(factory, model, amsgrad=False):
-    return factory(two_groups(model), lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.05, amsgrad=amsgrad)
+    # eps 1e-7, not the default 1e-8: a constructor that ignores its eps argument is caught
+    return factory(two_groups(model), lr=1e-2, betas=(0.9, 0.95), eps=1e-7, weight_decay=0.05, amsgrad=amsgrad)
 
 
 def compare_models(got_model, want_model, *, input, hint, baseline_model=None):
@@ -229,16 +242,34 @@ def compare_models(got_model, want_model, *, input, hint, baseline_model=None):
 
 @checks("adamw_optimizer")
 def matches_torch_adamw_on_a_model(ex):
-    """50 steps on a small MLP, two param groups (decay 0.1; no decay with its own lr): float64 equal to torch"""
+    """50 steps on a small MLP, two param groups (decay 0.1; no decay with its own lr), yours stepped with a closure:
+    float64 equal to torch, and step(closure) returns the closure's loss"""
     model = PartlyUsed().double()
     twin = copy.deepcopy(model)
     batches = make_batches(50, torch.float64)
-    train(model, make_optimizer(ex.AdamW, model), batches)
-    train(twin, make_optimizer(torch.optim.AdamW, twin), batches)
+    got_losses = train(model, make_optimizer(ex.AdamW, model), batches, closure=True)
+    want_losses = train(twin, make_optimizer(torch.optim.AdamW, twin), batches)
+    label = "PartlyUsed MLP float64, 50 steps, groups [wd=0.1] and [wd=0, lr=3e-3], defaults lr=1e-2 wd=0.05 eps=1e-7"
+    not_losses = [v for v in got_losses if not isinstance(v, torch.Tensor)]
+    expect(
+        not not_losses,
+        "step(closure) did not return the closure's loss",
+        input=label + ", optimizer.step(closure)",
+        expected="the tensor the closure returned",
+        got=repr(not_losses[:1]),
+        hint="call the closure under torch.enable_grad() and return its result",
+    )
+    expect_close(
+        torch.stack(got_losses).detach(),
+        torch.stack(want_losses).detach(),
+        input=label + ", optimizer.step(closure)",
+        what="losses returned by step(closure)",
+        hint="step(closure) evaluates the closure once, before the update, and returns its loss",
+    )
     compare_models(
         model,
         twin,
-        input="PartlyUsed MLP float64, 50 steps, groups [wd=0.1] and [wd=0, lr=3e-3], defaults lr=1e-2 wd=0.05",
+        input=label,
         hint="read lr and weight_decay from each group (group['lr']), not from self.defaults",
     )
 

@@ -125,7 +125,15 @@ def random_workload_matches_a_list_cache(ex):
         (1, 1, 4, 9, torch.bfloat16),
         (4, 4, 6, 30, torch.bfloat16),
     ):
-        cache = ex.StaticKVCache(batch, heads, max_length, head_dim, dtype=dtype)
+        cache = ex.StaticKVCache(batch, heads, max_length, head_dim, dtype=dtype, device=torch.device("cpu"))
+        expect(
+            cache.keys.device.type == "cpu" and cache.values.device.type == "cpu",
+            "the cache is not on the device it was given",
+            input="device=torch.device('cpu')",
+            expected="keys and values on cpu",
+            got=f"{cache.keys.device}, {cache.values.device}",
+            hint="allocate with device=device (a str or a torch.device)",
+        )
         key_oracle, value_oracle = ListCache(batch), ListCache(batch)
         storage = (cache.keys.data_ptr(), cache.values.data_ptr())
         lengths = [0] * batch
@@ -437,9 +445,10 @@ def equals_recomputation_per_prompt(ex):
 @checks("generate_static")
 @one_thread()
 def one_prefill_then_one_token_steps(ex):
-    """the model sees one call with the padded batch, then calls of one token per row; equals generate(use_cache)"""
+    """rope_theta 5e5: the model sees one call with the padded batch, then calls of one token per row; equals
+    generate(use_cache)"""
     torch.manual_seed(1)
-    model = reference_model(num_key_value_heads=4)
+    model = reference_model(num_key_value_heads=4, rope_theta=500000.0)
     with torch.no_grad():
         model.lm_head.weight.mul_(3.0)
     shapes = []
@@ -448,10 +457,10 @@ def one_prefill_then_one_token_steps(ex):
     )
     prompts = [torch.randint(0, 128, (n,)) for n in (6, 2)]
     try:
-        got = ex.generate_static(model, prompts, 5)
+        got = ex.generate_static(model, prompts, 5, rope_theta=500000.0)
     finally:
         handle.remove()
-    label = "tiny LlamaForCausalLM (MHA), prompt lengths [6, 2], 5 new tokens"
+    label = "tiny LlamaForCausalLM (MHA, rope_theta 5e5), prompt lengths [6, 2], 5 new tokens, rope_theta=500000.0"
     expect(
         shapes == [(2, 6)] + [(2, 1)] * 4,
         "the model was not called as one prefill then one token per step",

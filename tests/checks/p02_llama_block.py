@@ -15,7 +15,11 @@ checks = Checks("p02.llama_block")
 
 CONFIGS = {  # name -> overrides of the tiny config (hidden 64, 4 query heads of 16, 2 KV heads)
     "GQA 4/2": {},
-    "MHA 4/4, rope_theta=5e5": {"num_key_value_heads": 4, "rope_theta": 500000.0},
+    "MHA 4/4, rope_theta=5e5, rms_norm_eps=1e-5": {
+        "num_key_value_heads": 4,
+        "rope_theta": 500000.0,
+        "rms_norm_eps": 1e-5,
+    },
     "MQA 4/1, hidden 48 != 4*16": {"num_key_value_heads": 1, "hidden_size": 48},
 }
 PADDING = {"left": ([7, 4, 1], 7), "right": ([6, 6, 3], 6)}  # (real tokens per row, padded length)

@@ -37,7 +37,8 @@ DIMS = [
         v_head_dim=10,
     ),
 ]
-BASE = 10000.0
+BASE = 5000.0  # not the module's default 10000: a rope_base the module ignores is caught
+SPEC_EPS = 1e-5  # the float64 spec's RMSNorm eps: not the module's default 1e-6 (DeepseekV3Attention hard-codes 1e-6)
 MAX_POSITION = 64
 
 
@@ -68,6 +69,7 @@ def deepseek_config(dims: dict, num_layers: int = 1):
         max_position_embeddings=MAX_POSITION,
         attention_bias=False,
         rms_norm_eps=1e-6,
+        rope_theta=BASE,
     )
     config._attn_implementation = "eager"
     return config
@@ -131,7 +133,7 @@ def rotate64(x, position):
     return out
 
 
-def mla_spec(module, x, position_ids):
+def mla_spec(module, x, position_ids, eps=1e-6):
     """Section 2's equations in float64, one batch row, head and query position at a time (slow and plain)."""
     w = {name: p.double() for name, p in module.named_parameters()}  # differentiable: the gradient check uses it
     H, d_nope, d_rope = module.num_heads, module.qk_nope_head_dim, module.qk_rope_head_dim
@@ -141,10 +143,10 @@ def mla_spec(module, x, position_ids):
     out = torch.zeros(B, S, w["o_proj.weight"].shape[0], dtype=torch.float64)
     for b in range(B):
         xb = x[b].double()
-        c_q = rms_norm64(xb @ w["q_a_proj.weight"].T, w["q_a_layernorm.weight"])
+        c_q = rms_norm64(xb @ w["q_a_proj.weight"].T, w["q_a_layernorm.weight"], eps)
         q_all = (c_q @ w["q_b_proj.weight"].T).view(S, H, d_nope + d_rope)
         compressed = xb @ w["kv_a_proj_with_mqa.weight"].T
-        c_kv = rms_norm64(compressed[:, :d_c], w["kv_a_layernorm.weight"])  # (S, d_c), the cached latent
+        c_kv = rms_norm64(compressed[:, :d_c], w["kv_a_layernorm.weight"], eps)  # (S, d_c), the cached latent
         k_rope = torch.stack([rotate64(compressed[t, d_c:], int(position_ids[b, t])) for t in range(S)])
         heads = []
         for h in range(H):
@@ -160,8 +162,8 @@ def mla_spec(module, x, position_ids):
     return out
 
 
-def learner_mla(ex, dims, hf, dtype=torch.float32):
-    module = ex.MultiHeadLatentAttention(**dims, max_position=MAX_POSITION, rope_base=BASE)
+def learner_mla(ex, dims, hf, dtype=torch.float32, **options):
+    module = ex.MultiHeadLatentAttention(**dims, max_position=MAX_POSITION, rope_base=BASE, **options)
     module.load_state_dict(hf.state_dict())
     module = module.to(dtype).eval()
     if dtype == torch.float64:  # the spec's angles are float64; give the module float64 tables too
@@ -348,17 +350,17 @@ def matches_deepseek_v3_attention(ex):
 
 @checks("MultiHeadLatentAttention")
 def matches_the_float64_spec(ex):
-    """float64: equals the loop over heads and positions written from section 2's equations"""
+    """float64, eps=1e-5: equals the loop over heads and positions written from section 2's equations"""
     for dims in DIMS:
         hf = hf_mla(dims)
-        mine = learner_mla(ex, dims, hf, torch.float64)
+        mine = learner_mla(ex, dims, hf, torch.float64, eps=SPEC_EPS)
         x = torch.randn(2, 6, dims["hidden_size"], dtype=torch.float64)
         position_ids = positions(2, 6, offset=5)
         with torch.no_grad():
             got = mine(x, position_ids)
-        label = f"{describe(x=x)}, positions from {position_ids[:, 0].tolist()}, dims {dims}"
+        label = f"{describe(x=x)}, positions from {position_ids[:, 0].tolist()}, dims {dims}, eps={SPEC_EPS}"
         expect_tensor(got, shape=x.shape, dtype=torch.float64, input=label)
-        expect_close(got, mla_spec(mine, x, position_ids), input=label, hint=LAYER_HINT)
+        expect_close(got, mla_spec(mine, x, position_ids, eps=SPEC_EPS), input=label, hint=LAYER_HINT)
 
 
 @checks("MultiHeadLatentAttention")

@@ -279,9 +279,17 @@ def append_and_gather_by_hand(ex):
 def fork_shares_and_copies_on_write(ex):
     """fork mid-block: full blocks shared (count 2), the partial block copied on the first write, parent untouched"""
     for prefix in (6, 8):  # mid-block, and exactly at a block boundary (no copy needed)
-        cache = ex.PagedKVCache(num_blocks=8, block_size=4, num_kv_heads=2, head_dim=3)
+        cache = ex.PagedKVCache(num_blocks=8, block_size=4, num_kv_heads=2, head_dim=3, dtype=torch.float64)
+        expect(
+            cache.key_cache.dtype == torch.float64 and cache.value_cache.dtype == torch.float64,
+            "the cache is not of the dtype it was given",
+            input="PagedKVCache(8 blocks of 4, dtype=torch.float64)",
+            expected="key_cache and value_cache float64",
+            got=f"{cache.key_cache.dtype}, {cache.value_cache.dtype}",
+            hint="allocate the blocks with dtype=dtype",
+        )
         cache.add_sequence(0)
-        k0, v0 = tokens(prefix)
+        k0, v0 = tokens(prefix, dtype=torch.float64)
         cache.append(0, k0, v0)
         cache.fork(0, 1)
         label = f"block_size 4, parent of {prefix} tokens forked into child 1"
@@ -293,9 +301,9 @@ def fork_shares_and_copies_on_write(ex):
             got=f"child {cache.block_tables[1]}, {cache.allocator.num_free()} free",
         )
         expect_invariants(cache, label)
-        kc, vc = tokens(3)
+        kc, vc = tokens(3, dtype=torch.float64)
         cache.append(1, kc, vc)  # the child writes first: copy-on-write when the last block is partly full
-        kp, vp = tokens(1)
+        kp, vp = tokens(1, dtype=torch.float64)
         cache.append(0, kp, vp)
         label += ", child appends 3, parent appends 1"
         expect_sequence(cache, 0, torch.cat([k0, kp]), torch.cat([v0, vp]), label)

@@ -25,6 +25,7 @@ from llm_algo.references.decode import sdpa_per_sequence, slice_states
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
 
 checks = Checks("p03.decode_attention", triton=True)
+checks.in_place("combine_splits", "out")  # the caller's output buffer
 checks.restrict(
     "decode_partials",
     "combine_splits",

@@ -25,6 +25,7 @@ from llm_algo.device import triton_compiled, triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
 
 checks = Checks("p03.multi_lora", triton=True)
+checks.in_place("lora_expand", "y")  # y += the adapters' contribution, in place (punica's contract)
 checks.restrict(
     "lora_shrink",
     "lora_expand",

@@ -14,6 +14,7 @@ from llm_algo.references.hf import transformers_module
 from llm_algo.references.kernels import expect_guard_untouched
 
 checks = Checks("p03.rope", triton=True)
+checks.in_place("rope", "q", "k")  # rope_ rotates q and k where they are
 checks.restrict(
     "rope",
     "rotary_embedding",

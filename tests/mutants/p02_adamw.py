@@ -168,4 +168,23 @@ MUTANTS = [
             )
         ],
     ),
+    Mutant(
+        "adamw_step",
+        "zeroes_grad",
+        "zeroes the gradient it was handed after the update (zero_grad's job, and the caller's tensor)",
+        [
+            (
+                "param.addcdiv_(exp_avg, denom, value=-lr / bias_correction1)",
+                "param.addcdiv_(exp_avg, denom, value=-lr / bias_correction1)\n    grad.zero_()",
+            )
+        ],
+        mistake_zh="更新后把传入的梯度清零（这是 zero_grad 的职责，而且梯度张量属于调用者）",
+    ),
+    Mutant(
+        "adamw_optimizer",
+        "default_eps",
+        "passes the default eps (1e-8) to adamw_step instead of the group's",
+        [('eps=group["eps"],', "eps=1e-8,")],
+        mistake_zh="向 adamw_step 传入默认的 eps（1e-8），而不是参数组里的 eps",
+    ),
 ]
