@@ -63,6 +63,33 @@ MUTANTS = [
     ),
     Mutant(
         "tiled_attention",
+        "whole_kv_plain_softmax",
+        "loads all of K and V once per Q block and takes a plain softmax over the whole row (no K/V tiling, no online "
+        "rescaling: right values and exactly the formula's bytes, but an N-row tile in SRAM)",
+        [
+            ("for kv_start in range(0, n, block_kv):", "for kv_start in range(1):"),
+            ('k = hbm.load("k", kv_start, kv_start + block_kv)', 'k = hbm.load("k", 0, n)'),
+            ('v = hbm.load("v", kv_start, kv_start + block_kv)', 'v = hbm.load("v", 0, n)'),
+        ],
+        mistake_zh="每个 Q 块一次读入全部 K 和 V，对整行做普通 softmax（K/V 不分块、没有在线重缩放：数值正确、字节数也等于公式，"
+        "但 SRAM 里放了 N 行的块）",
+    ),
+    Mutant(
+        "tiled_attention",
+        "last_block_dropped",
+        "stops the Q loop before the last, shorter block (its rows of O are never written)",
+        [("for q_start in range(0, n, block_q):", "for q_start in range(0, n - block_q + 1, block_q):")],
+        mistake_zh="Q 循环在最后一个较短的块之前就停了（O 的这些行从未写入）",
+    ),
+    Mutant(
+        "tiled_attention",
+        "accumulates_in_input_dtype",
+        "accumulates the scores, the denominator and the output in the input dtype (bf16, fp16) instead of float32",
+        [("acc_dtype = torch.promote_types(dtype, torch.float32)", "acc_dtype = dtype")],
+        mistake_zh="在输入精度（bf16、fp16）而不是 float32 中累加分数、分母和输出",
+    ),
+    Mutant(
+        "tiled_attention",
         "calls_softmax",
         "normalises each block with torch.softmax, the builtin the lesson replaces",
         [
