@@ -318,6 +318,56 @@ def survives_a_kill_mid_write(ex):
         )
 
 
+class Unpicklable:
+    """A value torch.save cannot write: pickling it raises after part of the state is already in the file."""
+
+    def __reduce__(self):
+        raise TypeError("this object cannot be pickled (a stand-in for an open file or a lambda in the state)")
+
+
+@checks("save_checkpoint")
+def failed_save_leaves_no_temporary_file(ex):
+    """a state torch.save cannot pickle: the error reaches the caller, the old checkpoint stays, no stray file"""
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "ckpt.pt")
+        good = sample_state(3, 500)
+        ex.save_checkpoint(good, path)
+        bad = {**sample_state(4, 500), "callback": Unpicklable()}
+        label = "saved step 3, then save_checkpoint of a state holding an unpicklable object"
+        try:
+            ex.save_checkpoint(bad, path)
+            raised = None
+        except NotImplementedError:
+            raise
+        except Exception as error:
+            raised = error
+        expect(
+            raised is not None,
+            "save_checkpoint returned normally although torch.save failed",
+            input=label,
+            expected="the pickling error raised to the caller",
+            got="returned None",
+            hint="clean up in an except block and re-raise: a caller must know the checkpoint was not written",
+        )
+        left = sorted(os.listdir(folder))
+        expect(
+            left == ["ckpt.pt"],
+            "a failed save left a file behind",
+            input=label,
+            expected="['ckpt.pt'] (the previous checkpoint only)",
+            got=str(left),
+            hint="except BaseException: remove the temporary file, then raise; every failed save would otherwise "
+            "leave one more partial checkpoint on the disk",
+        )
+        expect(
+            same_state(good, ex.load_checkpoint(path)),
+            "the previous checkpoint changed after a failed save",
+            input=label,
+            expected="the step 3 checkpoint",
+            hint="write to a temporary file; os.replace only after torch.save succeeded",
+        )
+
+
 @checks("save_checkpoint")
 def ignores_debris_and_stays_in_the_directory(ex):
     """half-written temporary files next to the checkpoint are never loaded; the temporary file is made beside path"""
