@@ -55,6 +55,18 @@ MUTANTS = [
         ],
     ),
     Mutant(
+        "verify",
+        "uniforms_from_global_rng",
+        "draws the acceptance uniforms from the global random number generator instead of `generator`",
+        [
+            (
+                "torch.rand((), generator=generator, dtype=torch.float64)",
+                "torch.rand((), dtype=torch.float64)",
+            )
+        ],
+        mistake_zh="接受判定用的均匀随机数取自全局随机数生成器，而不是 `generator`",
+    ),
+    Mutant(
         "speculative_generate",
         "target_off_by_one",
         "reads the target's probabilities one position late (columns T .. T+k)",
@@ -64,6 +76,18 @@ MUTANTS = [
                 "p = torch.softmax(torch.cat((target(drafted)[0, -k:], target(drafted)[0, -1:])).float(), dim=-1)",
             )
         ],
+    ),
+    Mutant(
+        "speculative_generate",
+        "drafts_from_global_rng",
+        "samples the draft tokens from the global random number generator instead of `generator`",
+        [
+            (
+                "torch.multinomial(q, 1, generator=generator)[0]",
+                "torch.multinomial(q, 1)[0]",
+            )
+        ],
+        mistake_zh="草稿 token 从全局随机数生成器采样，而不是 `generator`",
     ),
     Mutant(
         "speculative_generate",
