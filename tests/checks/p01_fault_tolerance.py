@@ -232,6 +232,12 @@ def killed_while_saving(ex, state: dict, path: str, limit_bytes: int) -> int:
     return status
 
 
+def expect_only_the_checkpoint(folder: str, summary: str, label: str, hint: str) -> None:
+    """The directory of the checkpoint holds ckpt.pt and nothing else (no temporary file left behind)."""
+    left = sorted(os.listdir(folder))
+    expect(left == ["ckpt.pt"], summary, input=label, expected="['ckpt.pt']", got=str(left), hint=hint)
+
+
 @checks("save_checkpoint")
 def round_trip_and_overwrite(ex):
     """save then load gives the same tensors, dtypes and values; a second save replaces the first; none -> None"""
@@ -261,14 +267,8 @@ def round_trip_and_overwrite(ex):
             got=f"step {loaded and loaded.get('step')}",
             hint="os.replace the temporary file onto path",
         )
-        left = sorted(os.listdir(folder))
-        expect(
-            left == ["ckpt.pt"],
-            "files left behind after two successful saves",
-            input=folder,
-            expected="['ckpt.pt']",
-            got=str(left),
-            hint="the temporary file is renamed, not copied",
+        expect_only_the_checkpoint(
+            folder, "files left behind after two successful saves", folder, "the temporary file is renamed, not copied"
         )
 
 
@@ -349,15 +349,12 @@ def failed_save_leaves_no_temporary_file(ex):
             got="returned None",
             hint="clean up in an except block and re-raise: a caller must know the checkpoint was not written",
         )
-        left = sorted(os.listdir(folder))
-        expect(
-            left == ["ckpt.pt"],
+        expect_only_the_checkpoint(
+            folder,
             "a failed save left a file behind",
-            input=label,
-            expected="['ckpt.pt'] (the previous checkpoint only)",
-            got=str(left),
-            hint="except BaseException: remove the temporary file, then raise; every failed save would otherwise "
-            "leave one more partial checkpoint on the disk",
+            label,
+            "except BaseException: remove the temporary file, then raise; every failed save would otherwise leave one "
+            "more partial checkpoint on the disk",
         )
         expect(
             same_state(good, ex.load_checkpoint(path)),
