@@ -97,6 +97,18 @@ MUTANTS = [
     ),
     Mutant(
         "speculative_generate",
+        "greedy_emits_draft_at_mismatch",
+        "in greedy mode emits the draft's token at the first mismatch instead of the target's argmax",
+        [
+            (
+                "emitted = torch.cat((draft_tokens[:accepted], best[accepted : accepted + 1]))",
+                "emitted = torch.cat((draft_tokens[:accepted], draft_tokens[accepted : accepted + 1]))",
+            )
+        ],
+        mistake_zh="贪心模式下在第一个不匹配处输出草稿的 token，而不是目标模型的 argmax",
+    ),
+    Mutant(
+        "speculative_generate",
         "greedy_any_match",
         "greedy mode counts all matches instead of the leading ones",
         [("accepted = int(matches.cumprod(0).sum())", "accepted = int(matches.sum())")],
