@@ -215,8 +215,10 @@ def build() -> LessonBuilder:
         create a buffer when `momentum == 0`. `torch.optim.SGD` (the module `torch.optim.sgd`) is forbidden.
 
         The likely mistakes: dampening the first step (PyTorch copies $g$ into the buffer), Nesterov as $b$ instead
-        of $g + \mu b$, the weight decay added after the momentum update, and reading `lr` from `self.defaults`
-        instead of the parameter's group.
+        of $g + \mu b$, the weight decay added after the momentum update, reading `lr` from `self.defaults`
+        instead of the parameter's group, and writing into `p.grad` (the weight decay added in place, or a buffer that
+        *is* `p.grad` rather than a copy): invisible while every loop calls `zero_grad()` (which sets gradients to
+        `None`), wrong as soon as one zeroes them in place with `zero_grad(set_to_none=False)`.
     """)
     lesson.exercise(
         "sgd_optimizer",

@@ -320,7 +320,9 @@ def build() -> LessonBuilder:
         **`save_checkpoint` / `load_checkpoint`.** The mistakes: *`torch.save(state, path)` directly* (a kill
         mid-write leaves a truncated zip that `torch.load` rejects: the old checkpoint is gone), *a temporary file
         in `/tmp`* (another filesystem: `os.replace` is no longer atomic, or fails with `EXDEV`), and *loading the
-        temporary file when it is there* ("it is newer"): it is exactly the file a crash leaves half-written. A kill
+        temporary file when it is there* ("it is newer"): it is exactly the file a crash leaves half-written, and *the
+        temporary file never removed when `torch.save` raises* (an unpicklable object in the state: every failed save
+        leaves one more partial file on the disk; the checks save such a state and list the directory). A kill
         cannot test `fsync` (the page cache survives a process death, not a power loss), which is why it is a rule to
         follow rather than a check.
 

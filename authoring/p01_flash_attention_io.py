@@ -23,7 +23,9 @@ def build() -> LessonBuilder:
         - 外层循环遍历 $Q$ 块（FlashAttention-2 的顺序）：$Q$、$O$ 各读写一次，$K$、$V$ 每个 $Q$ 块读一遍：
           $2Nd + 2Nd\lceil N/B_q \rceil$ 个元素。
         - SRAM 大小 $M$ 决定 $B_q \approx M/(4d)$，于是 HBM 访问量 $\Theta(N^2 d^2 / M)$（论文 Theorem 2），SRAM 越大读写越少。
-        - 常见错误：在线 softmax 忘了用 $e^{m_{old}-m_{new}}$ 重新缩放累加器、最后忘了除以 $\ell$、最后一块越界。
+        - 常见错误：在线 softmax 忘了用 $e^{m_{old}-m_{new}}$ 重新缩放累加器或分母、最后忘了除以 $\ell$、漏掉最后一个较短的块、
+          每个 Q 块一次读入全部 K/V 再做普通 softmax（字节数等于公式，但 SRAM 放不下：检查会测量每次读入的块有多大）、
+          在 bf16 中累加。
 
         On an A100, the FlashAttention paper (Dao et al., 2022, arXiv:2205.14135, Figure 2) measured attention for
         GPT-2 medium (sequence 1024, head size 64, 16 heads, batch 64, forward and backward): the standard implementation
@@ -149,7 +151,8 @@ def build() -> LessonBuilder:
 
         Compute $O$ for the tensors `"q"`, `"k"`, `"v"` of shape $(N, d)$ held in `hbm`, moving data only through
         `hbm.load(name, start, stop)` and `hbm.store("o", start, tile)`: allocate `"o"` with
-        `hbm.alloc("o", (N, d), dtype)` first, load each $Q$ block once, stream every $K$ and $V$ block through it,
+        `hbm.alloc("o", (N, d), dtype)` first, load each $Q$ block once, stream every $K$ and $V$ block through it
+        (at most `block_kv` rows a load: that is the SRAM the block size budgets for, and the checks measure every tile),
         store each $O$ block once. Accumulate in float32 at least (`torch.promote_types(dtype, torch.float32)`) and
         store in the input dtype. Refuse block sizes below 1 with a `ValueError`. `torch.softmax` and SDPA are the
         reference, so they are off limits.
@@ -267,9 +270,12 @@ def build() -> LessonBuilder:
         **`tiled_attention`.** Three state tensors per $Q$ block ($m$, $\ell$, the accumulator) and one rescaling
         factor per step. The mistakes the checks catch: *the accumulator or the denominator not rescaled by $\alpha$*
         (right only when the first block happened to hold the row maximum), *no final division by $\ell$*, *the last,
-        shorter block dropped or padded with garbage* (lengths that are not multiples of the block), *K/V loaded
-        outside the inner loop for all of $N$* (correct values, but the $N \times N$ scores are back: the byte count
-        and the SRAM budget show it), and *computing in bf16*. FlashAttention itself does the same work in one
+        shorter $Q$ block dropped* (lengths that are not multiples of the block leave rows of $O$ unwritten), *all of
+        $K$ and $V$ loaded once per $Q$ block with a plain softmax over the whole row* (right values and exactly the
+        formula's bytes, but a $B_q \times N$ score tile that no SRAM holds at long $N$: the checks' own `HBM` records
+        the rows of every tile each load moves and fails a $K$ or $V$ tile above `block_kv` rows), *$K$/$V$ reloaded in
+        full at every step* ($N/B_k$ times the traffic: the byte count shows it), and *accumulating in bf16 or fp16*
+        (less accurate than SDPA in that dtype). FlashAttention itself does the same work in one
         kernel with the $Q$ block in registers, `exp2` with the $\log_2 e$ folded into the scale, and the division
         by $\ell$ deferred to the end exactly as here; it also writes the log-sum-exp $m + \log \ell$ ($N$ floats) for
         the backward pass (`p03.flash_attention_fwd`, `p03.flash_attention_bwd`).

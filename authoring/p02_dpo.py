@@ -377,7 +377,8 @@ def build() -> LessonBuilder:
         its own token), the mask not shifted, the prompt scored, the mean where the sum is needed, `log(softmax)`, a
         mask multiplied into NaNs, no float32 upcast; the margin's sign flipped, $\beta$ dropped, `log(sigmoid)`,
         the smoothing term added with the wrong sign, IPO's target $1/\beta$, rewards with a graph or without
-        $\beta$; the reference with gradients, chosen and rejected halves swapped, IPO on sums, accuracy counting
+        $\beta$; the reference with gradients, or run with autograd on and its output detached afterwards (the
+        numbers are right; a forward hook on the reference records `torch.is_grad_enabled()`), chosen and rejected halves swapped, IPO on sums, accuracy counting
         ties.
 
         **In production.** TRL's `DPOTrainer` adds the data collation (prompt + completion, right padding, TRL's

@@ -320,7 +320,9 @@ def build() -> LessonBuilder:
           instead of per input column), no clamp (a dead channel gives $s = 0$ and then NaN).
         - Folding the wrong way: multiplying the norm by $s$, scaling the weight *rows*, forgetting the norm's bias.
         - Per-tensor instead of per-token activation scales; the scales applied on the wrong axis; the bias added
-          before the scales; a float accumulation in half precision; the result not cast back to `x.dtype`.
+          before the scales; the codes multiplied in float32 instead of int32 (exact only while every partial sum
+          stays below $2^{24}$: $K = 2048$ codes near 127 reach $3 \cdot 10^7$, and the checks compare with the int64 sum);
+          the result not cast back to `x.dtype`.
 
         **Cost.** Calibration: one forward pass over the calibration set. Smoothing: $O(K)$ per norm and $O(NK)$ per
         linear, once. At inference: nothing; W8A8 kernels then run at int8 tensor-core speed, twice bf16's peak.

@@ -28,7 +28,7 @@ def build() -> LessonBuilder:
           $(1-\alpha^{k+1})/(1-\alpha)$ 个 token；加速比再除以 $(k c + 1)$，$c$ 是草稿与目标单步耗时之比。
         - **贪心模式**：草稿 token 等于目标的 argmax 才接受，输出与目标贪心解码逐 token 相同。
         - **易错点**：接受概率写成 $p/q$ 不截断或 $q/p$；拒绝后从 $p$ 而不是残差采样（分布偏了）；忘了 bonus token；
-          拒绝后继续验证后面的草稿；目标 logits 的位置错一位。
+          拒绝后继续验证后面的草稿；目标 logits 的位置错一位；随机数取自全局生成器而不是 `generator`（同一种子结果不可复现）。
 
         A decode step of a large model is memory-bound (lesson `p02.kv_cache`): Llama-3-70B in bf16 reads 140 GB of
         weights to produce one token per sequence, and the GPU's arithmetic units sit mostly idle. Scoring $k+1$
@@ -376,6 +376,9 @@ def build() -> LessonBuilder:
         - *no bonus token*: still exact, but one token per step is lost when all drafts pass;
         - *continuing after a rejection*; *target probabilities off by one position* (column $T$ instead of $T-1$);
         - *greedy accepting the whole block* without comparing, or emitting the draft's token at a mismatch.
+        - *random numbers from the global generator* (the acceptance uniforms or the draft samples drawn without
+          `generator=`): the distribution is still right, but the same seed no longer gives the same output and the
+          caller's global RNG stream moves; the checks run twice with equal seeds and compare `torch.get_rng_state()`.
 
         **Cost.** A step costs $k$ draft forwards and one target forward over $k + 1$ positions. On a GPU the target
         forward over $k+1$ positions takes about as long as over one while decoding is memory-bound, which is the

@@ -432,6 +432,37 @@ def groups_state_and_resume(ex):
 
 
 @checks("sgd_optimizer")
+def gradients_left_alone_with_zero_grad_in_place(ex):
+    """zero_grad(set_to_none=False), as gradient accumulation loops do: step() leaves every p.grad as it found it"""
+    for hp in (dict(lr=0.05, momentum=0.9), dict(lr=0.02, momentum=0.8, dampening=0.3, weight_decay=0.1)):
+        model = PartlyUsed().double()
+        twin = copy.deepcopy(model)
+        mine, theirs = ex.SGD(model.parameters(), **hp), torch.optim.SGD(twin.parameters(), **hp)
+        label = f"PartlyUsed MLP float64, {describe_hp(hp)}, zero_grad(set_to_none=False) before each backward"
+        for step, (x, y) in enumerate(batches(6, torch.float64)):
+            for m, optimizer in ((model, mine), (twin, theirs)):
+                optimizer.zero_grad(set_to_none=False)
+                F.mse_loss(m(x), y).backward()
+            grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+            mine.step()
+            theirs.step()
+            for name, p in model.named_parameters():
+                if name not in grads:
+                    continue
+                changed = (p.grad - grads[name]).abs().max().item()
+                expect(
+                    changed == 0,
+                    f"step() changed {name}.grad",
+                    input=f"{label}, step {step + 1}",
+                    expected=f"{name}.grad unchanged by step()",
+                    got=f"changed by up to {changed:.3g}",
+                    hint="never write into p.grad: add the weight decay out of place (g = g.add(p, alpha=wd)) and "
+                    "start the momentum buffer as a copy (g.clone()), not as p.grad itself",
+                )
+        compare_models(model, twin, label + ", 6 steps")
+
+
+@checks("sgd_optimizer")
 def bad_hyper_parameters_refused(ex):
     """negative lr, momentum or weight decay, Nesterov without momentum or with dampening: ValueError; lr=0 is fine"""
     p = [nn.Parameter(torch.randn(3))]

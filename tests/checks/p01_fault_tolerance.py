@@ -232,6 +232,12 @@ def killed_while_saving(ex, state: dict, path: str, limit_bytes: int) -> int:
     return status
 
 
+def expect_only_the_checkpoint(folder: str, summary: str, label: str, hint: str) -> None:
+    """The directory of the checkpoint holds ckpt.pt and nothing else (no temporary file left behind)."""
+    left = sorted(os.listdir(folder))
+    expect(left == ["ckpt.pt"], summary, input=label, expected="['ckpt.pt']", got=str(left), hint=hint)
+
+
 @checks("save_checkpoint")
 def round_trip_and_overwrite(ex):
     """save then load gives the same tensors, dtypes and values; a second save replaces the first; none -> None"""
@@ -261,14 +267,8 @@ def round_trip_and_overwrite(ex):
             got=f"step {loaded and loaded.get('step')}",
             hint="os.replace the temporary file onto path",
         )
-        left = sorted(os.listdir(folder))
-        expect(
-            left == ["ckpt.pt"],
-            "files left behind after two successful saves",
-            input=folder,
-            expected="['ckpt.pt']",
-            got=str(left),
-            hint="the temporary file is renamed, not copied",
+        expect_only_the_checkpoint(
+            folder, "files left behind after two successful saves", folder, "the temporary file is renamed, not copied"
         )
 
 
@@ -315,6 +315,53 @@ def survives_a_kill_mid_write(ex):
             "saving after a crash failed",
             input="step 300",
             hint="a leftover temporary file must not stop the next save",
+        )
+
+
+class Unpicklable:
+    """A value torch.save cannot write: pickling it raises after part of the state is already in the file."""
+
+    def __reduce__(self):
+        raise TypeError("this object cannot be pickled (a stand-in for an open file or a lambda in the state)")
+
+
+@checks("save_checkpoint")
+def failed_save_leaves_no_temporary_file(ex):
+    """a state torch.save cannot pickle: the error reaches the caller, the old checkpoint stays, no stray file"""
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "ckpt.pt")
+        good = sample_state(3, 500)
+        ex.save_checkpoint(good, path)
+        bad = {**sample_state(4, 500), "callback": Unpicklable()}
+        label = "saved step 3, then save_checkpoint of a state holding an unpicklable object"
+        try:
+            ex.save_checkpoint(bad, path)
+            raised = None
+        except NotImplementedError:
+            raise
+        except Exception as error:
+            raised = error
+        expect(
+            raised is not None,
+            "save_checkpoint returned normally although torch.save failed",
+            input=label,
+            expected="the pickling error raised to the caller",
+            got="returned None",
+            hint="clean up in an except block and re-raise: a caller must know the checkpoint was not written",
+        )
+        expect_only_the_checkpoint(
+            folder,
+            "a failed save left a file behind",
+            label,
+            "except BaseException: remove the temporary file, then raise; every failed save would otherwise leave one "
+            "more partial checkpoint on the disk",
+        )
+        expect(
+            same_state(good, ex.load_checkpoint(path)),
+            "the previous checkpoint changed after a failed save",
+            input=label,
+            expected="the step 3 checkpoint",
+            hint="write to a temporary file; os.replace only after torch.save succeeded",
         )
 
 

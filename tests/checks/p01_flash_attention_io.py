@@ -1,7 +1,8 @@
 """Checks for p01.flash_attention_io. References: `F.scaled_dot_product_attention` in float64 (float32 as the
-baseline); the bytes the lesson's `HBM` object counts while a standard three-kernel attention (written here, tensor by
-tensor) and the learner's tiled attention run; and a loop over the blocks of the Q-outer schedule for the tiled
-traffic."""
+baseline); the bytes the checks' own `RecordingHBM` counts while a standard three-kernel attention (written here,
+tensor by tensor) and the learner's tiled attention run, with the rows of every tile each load and store moved (so
+the SRAM a schedule needs is measured, not taken from the learner's code); and a loop over the blocks of the Q-outer
+schedule for the tiled traffic."""
 
 import math
 import random
@@ -20,9 +21,46 @@ checks.restrict(
 )
 
 
-def counted_standard(ex, n: int, d: int, dtype: torch.dtype) -> int:
-    """Run S = QK^T/sqrt(d), P = softmax(S), O = PV as three 'kernels' that start and end in the lesson's HBM."""
-    hbm = ex.HBM(q=torch.randn(n, d, dtype=dtype), k=torch.randn(n, d, dtype=dtype), v=torch.randn(n, d, dtype=dtype))
+class RecordingHBM:
+    """The lesson's `HBM` (same methods, same byte counts), kept on the checks' side so that nothing the learner's
+    code defines or reports is trusted: it also records the rows of every tile each `load` and `store` moved."""
+
+    def __init__(self, **tensors):
+        self.tensors = {name: t.clone() for name, t in tensors.items()}
+        self.bytes_read = 0
+        self.bytes_written = 0
+        self.loaded_rows: dict[str, list[int]] = {}  # tensor name -> rows of each tile loaded, in order
+        self.stored_rows: dict[str, list[int]] = {}
+
+    def alloc(self, name, shape, dtype):
+        self.tensors[name] = torch.full(shape, float("nan"), dtype=dtype)
+
+    def load(self, name, start, stop):
+        tile = self.tensors[name][start:stop].clone()
+        self.bytes_read += tile.numel() * tile.element_size()
+        self.loaded_rows.setdefault(name, []).append(tile.shape[0])
+        return tile
+
+    def store(self, name, start, tile):
+        target = self.tensors[name]
+        target[start : start + tile.shape[0]] = tile
+        self.bytes_written += tile.numel() * target.element_size()
+        self.stored_rows.setdefault(name, []).append(tile.shape[0])
+
+    @property
+    def bytes_moved(self):
+        return self.bytes_read + self.bytes_written
+
+    def largest_tile(self, name: str) -> int:
+        """The most rows of tensor `name` that one load or store moved (0 when it was never touched)."""
+        return max(self.loaded_rows.get(name, []) + self.stored_rows.get(name, []), default=0)
+
+
+def counted_standard(n: int, d: int, dtype: torch.dtype) -> int:
+    """Run S = QK^T/sqrt(d), P = softmax(S), O = PV as three 'kernels' that start and end in HBM."""
+    hbm = RecordingHBM(
+        q=torch.randn(n, d, dtype=dtype), k=torch.randn(n, d, dtype=dtype), v=torch.randn(n, d, dtype=dtype)
+    )
     hbm.alloc("s", (n, n), dtype)
     hbm.store("s", 0, hbm.load("q", 0, n) @ hbm.load("k", 0, n).T / math.sqrt(d))
     hbm.alloc("p", (n, n), dtype)
@@ -51,7 +89,7 @@ HINT_STANDARD = "per head: QK^T reads 2Nd writes N^2; softmax reads N^2 writes N
 def matches_counted_three_kernels(ex):
     """the bytes the HBM object counts while three kernels run (fp32, fp64, odd sizes)"""
     for n, d, dtype in ((7, 3, torch.float32), (16, 8, torch.float64), (1, 5, torch.float32), (33, 4, torch.float16)):
-        want = counted_standard(ex, n, d, dtype)
+        want = counted_standard(n, d, dtype)
         element = torch.empty((), dtype=dtype).element_size()
         got = ex.standard_attention_bytes(n, d, element)
         expect_exact_int(got, want, f"N={n}, d={d}, {dtype} (counted by HBM)", HINT_STANDARD, "bytes")
@@ -86,8 +124,8 @@ HINT_TILED = (
 )
 
 
-def run_tiled(ex, q, k, v, block_q, block_kv):
-    hbm = ex.HBM(q=q, k=k, v=v)
+def run_tiled(ex, q, k, v, block_q, block_kv) -> RecordingHBM:
+    hbm = RecordingHBM(q=q, k=k, v=v)
     result = ex.tiled_attention(hbm, block_q, block_kv)
     expect(
         "o" in hbm.tensors,
@@ -175,6 +213,34 @@ def moves_the_bytes_of_the_schedule(ex):
 
 
 @checks("tiled_attention")
+def tiles_fit_the_blocks(ex):
+    """measured by the checks' HBM: no load or store moves more than block_kv rows of K/V or block_q rows of Q/O"""
+    for n, d, bq, bk in ((37, 4, 8, 5), (30, 2, 30, 7), (12, 3, 2, 12), (25, 8, 4, 1)):
+        q, k, v = (torch.randn(n, d) for _ in range(3))
+        hbm = run_tiled(ex, q, k, v, bq, bk)
+        for name, block, what in (("k", bk, "block_kv"), ("v", bk, "block_kv"), ("q", bq, "block_q")):
+            largest = hbm.largest_tile(name)
+            expect(
+                largest <= block,
+                f"a tile of {name.upper()} larger than {what}: it would not fit the SRAM the block size budgets for",
+                input=f"{describe(q=q)}, block_q={bq}, block_kv={bk}",
+                expected=f"every hbm.load('{name}', ...) of at most {what}={block} rows",
+                got=f"a load of {largest} rows (tiles loaded: {hbm.loaded_rows.get(name, [])[:12]})",
+                hint=f"stream {name.upper()} through SRAM {what} rows at a time inside the loop: "
+                "hbm.load(name, start, start + block); the online softmax is what makes that exact",
+            )
+        largest = hbm.largest_tile("o")
+        expect(
+            largest <= bq,
+            "an O tile larger than block_q was stored",
+            input=f"{describe(q=q)}, block_q={bq}, block_kv={bk}",
+            expected=f"every hbm.store('o', ...) of at most block_q={bq} rows",
+            got=f"a store of {largest} rows",
+            hint="store each Q block's output once, when its K/V loop ends",
+        )
+
+
+@checks("tiled_attention")
 def bf16_and_fp16_accumulate_in_float32(ex):
     """bf16 and fp16 inputs (N=200, several blocks): as accurate as SDPA in that dtype, so the sums run in float32"""
     n, d = 200, 16
@@ -199,7 +265,7 @@ def refuses_empty_blocks(ex):
     run_tiled(ex, q, k, v, 2, 2)  # first: it works at all
     for bq, bk in ((0, 4), (4, 0), (-2, 4)):
         expect_value_error(
-            lambda bq=bq, bk=bk: ex.tiled_attention(ex.HBM(q=q, k=k, v=v), bq, bk),
+            lambda bq=bq, bk=bk: ex.tiled_attention(RecordingHBM(q=q, k=k, v=v), bq, bk),
             f"block_q={bq}, block_kv={bk}",
             "check both block sizes first",
         )

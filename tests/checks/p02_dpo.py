@@ -489,11 +489,26 @@ def matches_closed_form_on_a_tiny_llama(ex):
 @checks("dpo_batch_loss")
 @one_thread()
 def gradients_reach_the_policy_only(ex):
-    """backward reaches every policy parameter and no reference parameter; policy == reference gives log 2, zeros"""
+    """the reference runs with autograd off (measured in its forward); backward reaches every policy parameter and no
+    reference parameter; policy == reference gives log 2, zeros"""
     policy, reference = tiny_pair()
     batch = random_batch(4, 7, 128)
     label = "tiny Llama float64 policy and reference, input_ids (4, 7)"
-    loss, _ = ex.dpo_batch_loss(policy, reference, *batch, beta=0.1)
+    grad_modes = []  # torch.is_grad_enabled() at each call of the reference, recorded by the model itself
+    hook = reference.register_forward_pre_hook(lambda module, args: grad_modes.append(torch.is_grad_enabled()))
+    try:
+        loss, _ = ex.dpo_batch_loss(policy, reference, *batch, beta=0.1)
+    finally:
+        hook.remove()
+    expect(
+        bool(grad_modes) and not any(grad_modes),
+        "the reference model ran with autograd on" if grad_modes else "the reference model was never called",
+        input=label,
+        expected="every reference forward under torch.no_grad() (torch.is_grad_enabled() False)",
+        got=f"{len(grad_modes)} reference forward(s), autograd on in {sum(grad_modes)}",
+        hint="call the reference inside torch.no_grad(): detaching its output afterwards gives the same numbers but "
+        "builds and keeps the reference's whole graph (its activations) for nothing",
+    )
     loss.backward()
     ref_grads = [n for n, p in reference.named_parameters() if p.grad is not None]
     expect(

@@ -240,6 +240,28 @@ def token_loss_matches_loop_spec(ex):
 
 
 @checks("clipped_token_loss")
+def extreme_log_probs(ex):
+    """float32 log-probs near -120 (exp underflows to 0 there), ratios in the usual range: finite, equal to the spec"""
+    for shape, beta in (((3, 6), 0.0), ((2, 9), 0.04)):
+        old = -90 - torch.rand(shape, dtype=torch.float64) * 40  # [-130, -90]: rare tokens of a long completion
+        logps = old + torch.randn(shape, dtype=torch.float64) * 0.3
+        ref = old + torch.randn(shape, dtype=torch.float64) * 0.3
+        adv = torch.randn(shape[0], dtype=torch.float64)
+        low = [t.float() for t in (logps, old, adv, ref)]
+        label = f"{describe(logps=low[0])}, log-probs in [-130, -90], eps (0.2, 0.28), beta={beta}"
+        got = ex.clipped_token_loss(low[0], low[1], low[2], 0.2, 0.28, low[3] if beta else None, beta)
+        expect_close(
+            got,
+            loop_token_loss(*low[:3], 0.2, 0.28, low[3], beta),
+            baseline=straightforward_token_loss(*low[:3], 0.2, 0.28, low[3], beta),
+            input=label,
+            what="per-token loss",
+            hint="exponentiate the difference, exp(logps - old_logps) (and exp(ref - logps) in k3): exp(logps) and "
+            "exp(old_logps) are both 0 in float32 below about -104, and 0/0 is NaN",
+        )
+
+
+@checks("clipped_token_loss")
 @one_thread()
 def gradients_vanish_only_where_clipped(ex):
     """gradcheck in float64; d loss / d logp is 0 exactly where the clipped branch is the smaller one"""

@@ -252,6 +252,31 @@ def policy_loss_matches_loop_spec(ex):
 
 
 @checks("ppo_policy_loss")
+def policy_loss_extreme_log_probs(ex):
+    """float32 log-probs near -120 (exp underflows to 0 there), ratios in the usual range: finite, equal to the spec"""
+    logp = -90 - torch.rand(4, 7, dtype=torch.float64) * 40  # [-130, -90]: rare tokens of a long completion
+    old = logp + torch.randn(4, 7, dtype=torch.float64) * 0.3
+    adv = torch.randn(4, 7, dtype=torch.float64)
+    mask = torch.rand(4, 7) < 0.8
+    mask[:, 0] = True
+    low = [t.float() for t in (logp, old, adv)]
+    for reduction in ("token", "sequence"):
+        case = describe(logprobs=low[0], mask=mask) + f", log-probs in [-130, -90], eps 0.2, reduction {reduction!r}"
+        loss, clip_fraction, approx_kl = unpack3(ex.ppo_policy_loss(*low, mask, 0.2, reduction), case)
+        expect_close(
+            loss,
+            policy_spec(*low, mask, 0.2, reduction),
+            input=case,
+            what="loss",
+            hint="exponentiate the difference, exp(logprobs - old_logprobs): exp(logprobs) and exp(old_logprobs) are "
+            "both 0 in float32 below about -104, and 0/0 is NaN",
+        )
+    log_ratio = (low[0] - low[1]).double()[mask]
+    want_fraction = ((log_ratio.exp() - 1).abs() > 0.2).double().mean()
+    expect_close(clip_fraction, want_fraction, input=case, what="clip_fraction", hint="|exp(logp - old) - 1| > eps")
+
+
+@checks("ppo_policy_loss")
 def policy_loss_gradients(ex):
     """gradcheck in float64 (both reductions); no gradient reaches the metrics"""
     logp, old, adv, mask = policy_inputs(2, 4)

@@ -299,6 +299,30 @@ def matches_float64_spec(ex):
 
 
 @checks("w8a8")
+def exact_integer_accumulation_at_k_2048(ex):
+    """K = 2048 with codes near +-127 (sums ~3e7, past float32's 2**24): equal to the int64 sum, rounded once"""
+    tokens, K, N = 6, 2048, 16
+    sign = torch.randint(0, 2, (K,)) * 2 - 1  # products all positive: the sums grow past 2**24
+    q_x = torch.randint(120, 128, (tokens, K)) * sign
+    q_x[:, 0] = 127 * sign[0]  # max |x| = 127 in every token: its scale is exactly 1 and its codes are x itself
+    q_w = (torch.randint(120, 128, (N, K)) * sign).to(torch.int8)
+    exact = q_x.long() @ q_w.long().T  # (6, 16) int64
+    label = f"x (6, {K}) float32 of integer codes in +-[120, 127] (token scales 1), q_w (16, {K}) int8, w_scale 1"
+    got = ex.w8a8_linear(q_x.float(), q_w, torch.ones(N, 1), None)
+    want = exact.float()  # the exact integer sum, rounded to float32 once
+    wrong = got != want
+    expect(
+        not bool(wrong.any()),
+        "the integer products were not summed exactly",
+        input=label,
+        expected=f"the int64 sums rounded to float32 once, e.g. {int(exact.flatten()[0]):,} -> {want.flatten()[0]:.0f}",
+        got=f"{int(wrong.sum())} of {wrong.numel()} outputs off, by up to {float((got - want).abs().max()):.0f}",
+        hint="accumulate the codes in integers: q_x.to(torch.int32) @ q_w.to(torch.int32).T (exact up to K * 127**2 "
+        "< 2**31); float32 is exact only up to 2**24 = 16,777,216, which K = 1041 codes of 127 already pass",
+    )
+
+
+@checks("w8a8")
 def smoothing_cuts_the_error(ex):
     """an outlier-heavy LayerNorm -> Linear: with smoothing (alpha 0.5, spec) the W8A8 error is at least 2x lower"""
     hidden, norm, linear = outlier_block(dtype=torch.float32)

@@ -41,6 +41,32 @@ def expect_target_distribution(counts, probs, label, what, hint):
     expect_distribution(counts, probs, input=label, hint=hint, what=what, false_alarm=FALSE_ALARM)
 
 
+def expect_generator_only(run, label: str, hint: str) -> None:
+    """run(generator) twice with generators seeded alike and the global RNG seeded differently: the results must be
+    equal and the global RNG state (torch.get_rng_state) unchanged by each run."""
+    results = []
+    for global_seed in (1234, 98765):
+        torch.manual_seed(global_seed)
+        before = torch.get_rng_state()
+        results.append(run(torch.Generator().manual_seed(5)))
+        expect(
+            torch.equal(torch.get_rng_state(), before),
+            "the global random number generator was used",
+            input=label,
+            expected="torch.get_rng_state() unchanged: every random number from `generator`",
+            got="the global RNG state moved during the call",
+            hint=hint,
+        )
+    expect(
+        results[0] == results[1],
+        "the same generator seed gave different outputs",
+        input=label + " (global RNG seeded 1234, then 98765)",
+        expected=str(results[0])[:160],
+        got=str(results[1])[:160],
+        hint=hint,
+    )
+
+
 # ------------------------------------------------------------------------------------------ verify
 
 
@@ -202,6 +228,25 @@ def deterministic_cases_and_bad_input(ex):
         expect_value_error(call, input=label, hint="validate shapes and that rows are probability distributions")
 
 
+@checks("verify")
+@one_thread()
+def verify_block_draws_only_from_the_generator(ex):
+    """100 blocks (k = 3, V = 5) twice with generators seeded alike: equal outputs; the global RNG is never touched"""
+    p = random_distributions(4, 5).float()
+    q = random_distributions(3, 5).float()
+    blocks = [torch.multinomial(q, 1)[:, 0] for _ in range(100)]  # (k,) drafts per block
+
+    def run(generator):
+        return [tuple(x.tolist() if isinstance(x, torch.Tensor) else x for x in ex.verify_block(t, q, p, generator))
+                for t in blocks]  # fmt: skip
+
+    expect_generator_only(
+        run,
+        f"p {describe(p=p)}, q {describe(q=q)}, 100 blocks of 3 drafts",
+        "pass generator= to every torch.rand and torch.multinomial: the acceptance uniforms too",
+    )
+
+
 # ------------------------------------------------------------------------------------------ speculative_generate
 
 
@@ -356,6 +401,24 @@ def sampled_sequences_follow_the_target(ex):
         expected="0 < accepted < drafted",
         got=f"accepted {accepted} of {drafted}",
         hint="sampled mode uses verify_block",
+    )
+
+
+@checks("speculative_generate")
+@one_thread()
+def sampling_draws_only_from_the_generator(ex):
+    """sampled mode, 4 runs of 10 tokens twice with generators seeded alike: equal tokens; global RNG untouched"""
+    target_table = torch.randn(6, 6) * 1.5
+    draft_table = target_table + torch.randn(6, 6)
+
+    def run(generator):
+        return [ex.speculative_generate(markov(target_table), markov(draft_table), torch.tensor([1]), 3, 10,
+                                        generator=generator)[0].tolist() for _ in range(4)]  # fmt: skip
+
+    expect_generator_only(
+        run,
+        "bigram target and a different draft over V = 6, prompt [1], k = 3, 4 runs of 10 tokens",
+        "sample the drafts with torch.multinomial(q, 1, generator=generator) and pass the generator to verify_block",
     )
 
 

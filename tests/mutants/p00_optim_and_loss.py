@@ -156,6 +156,21 @@ MUTANTS = [
     ),
     Mutant(
         "sgd_optimizer",
+        "buffer_aliases_grad",
+        "starts the momentum buffer as p.grad itself instead of a copy (zero_grad(set_to_none=False) then zeroes it, "
+        "and the next backward accumulates into it)",
+        [('buf = state["momentum_buffer"] = g.clone()', 'buf = state["momentum_buffer"] = g')],
+        mistake_zh="把动量缓冲直接设为 p.grad 本身而不是它的副本（zero_grad(set_to_none=False) 会把缓冲清零，下一次反向传播又累加进去）",
+    ),
+    Mutant(
+        "sgd_optimizer",
+        "decay_into_grad",
+        "adds the weight decay into p.grad in place, so the caller's gradient changes after step()",
+        [('g = g.add(p, alpha=group["weight_decay"])', 'g = g.add_(p, alpha=group["weight_decay"])')],
+        mistake_zh="把权重衰减原地加进 p.grad，step() 之后调用方的梯度被改掉了",
+    ),
+    Mutant(
+        "sgd_optimizer",
         "no_nesterov_validation",
         "accepts Nesterov without momentum",
         [("        if nesterov and (momentum <= 0 or dampening != 0):", "        if False:")],

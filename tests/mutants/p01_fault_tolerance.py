@@ -90,6 +90,13 @@ MUTANTS = [
     ),
     Mutant(
         "save_checkpoint",
+        "temporary_left_on_failure",
+        "never removes the temporary file when torch.save fails (each failed save leaves a partial file behind)",
+        [("os.remove(temporary)", "pass")],
+        mistake_zh="torch.save 失败时从不删除临时文件（每次失败的保存都留下一个写了一半的文件）",
+    ),
+    Mutant(
+        "save_checkpoint",
         "loads_temporary_file",
         "loads path + '.tmp' when it exists, as if it were newer",
         [

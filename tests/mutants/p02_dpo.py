@@ -137,6 +137,20 @@ MUTANTS = [
     ),
     Mutant(
         "dpo_batch_loss",
+        "reference_detached_after",
+        "runs the reference model with autograd on and detaches its log-probabilities afterwards (same numbers, "
+        "but the reference's graph and activations are built and kept)",
+        [
+            ("with torch.no_grad():", "if True:"),
+            (
+                "ref_logps = sequence_logprobs(ref_logits, input_ids, completion_mask, average)",
+                "ref_logps = sequence_logprobs(ref_logits, input_ids, completion_mask, average).detach()",
+            ),
+        ],
+        mistake_zh="在开启 autograd 的情况下运行参考模型，事后再对其对数概率调用 .detach()（数值相同，但白白构建并保留了参考模型的计算图和激活）",
+    ),
+    Mutant(
+        "dpo_batch_loss",
         "policy_halves_swapped",
         "splits the policy's rows as [rejected; chosen] but the reference's as [chosen; rejected]",
         [

@@ -48,6 +48,20 @@ MUTANTS = [
     ),
     Mutant(
         "clipped_token_loss",
+        "ratio_of_exps",
+        "computes the ratio as exp(logps) / exp(old_logps) (0/0 once log-probs fall below about -104 in float32)",
+        [("ratio = torch.exp(logps - old_logps)", "ratio = torch.exp(logps) / torch.exp(old_logps)")],
+        mistake_zh="把比率写成 exp(logps) / exp(old_logps)（float32 中对数概率低于约 -104 时变成 0/0）",
+    ),
+    Mutant(
+        "clipped_token_loss",
+        "k3_ratio_of_exps",
+        "computes k3's ratio as exp(ref_logps) / exp(logps) (0/0 at very negative log-probs in float32)",
+        [("torch.exp(log_u) - log_u - 1", "torch.exp(ref_logps) / torch.exp(logps) - log_u - 1")],
+        mistake_zh="把 k3 中的比率写成 exp(ref_logps) / exp(logps)（float32 中对数概率很小时变成 0/0）",
+    ),
+    Mutant(
+        "clipped_token_loss",
         "max_not_min",
         "takes the optimistic branch: -max(rho A, clip(rho) A)",
         [("loss = -torch.min(unclipped, clipped)", "loss = -torch.max(unclipped, clipped)")],

@@ -55,6 +55,13 @@ MUTANTS = [
     ),
     Mutant(
         "ppo_policy_loss",
+        "ratio_of_exps",
+        "computes the ratio as exp(logprobs) / exp(old_logprobs) (0/0 once log-probs fall below about -104 in float32)",
+        [("ratio = torch.exp(log_ratio)", "ratio = torch.exp(logprobs) / torch.exp(old_logprobs.detach())")],
+        mistake_zh="把比率写成 exp(logprobs) / exp(old_logprobs)（float32 中对数概率低于约 -104 时变成 0/0）",
+    ),
+    Mutant(
+        "ppo_policy_loss",
         "max_instead_of_min",
         "takes the optimistic max of the two surrogates",
         [("per_token = -torch.min(unclipped, clipped)", "per_token = -torch.max(unclipped, clipped)")],

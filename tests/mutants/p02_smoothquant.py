@@ -101,6 +101,18 @@ MUTANTS = [
     ),
     Mutant(
         "w8a8",
+        "float_accumulation",
+        "multiplies the int8 codes in float32 (inexact once a sum passes 2**24, i.e. K of about 1,000 at codes of 127)",
+        [
+            (
+                "acc = q_x.to(torch.int32) @ q_w.to(torch.int32).T  # (..., N) int32, exact",
+                "acc = q_x.float() @ q_w.float().T",
+            )
+        ],
+        mistake_zh="用 float32 做 int8 码的矩阵乘（和超过 2**24 即不精确：码为 127 时 K 约 1000 就会超过）",
+    ),
+    Mutant(
+        "w8a8",
         "bias_before_scales",
         "adds the bias to the integer accumulator, then scales it too",
         [

@@ -55,6 +55,18 @@ MUTANTS = [
         ],
     ),
     Mutant(
+        "verify",
+        "uniforms_from_global_rng",
+        "draws the acceptance uniforms from the global random number generator instead of `generator`",
+        [
+            (
+                "torch.rand((), generator=generator, dtype=torch.float64)",
+                "torch.rand((), dtype=torch.float64)",
+            )
+        ],
+        mistake_zh="接受判定用的均匀随机数取自全局随机数生成器，而不是 `generator`",
+    ),
+    Mutant(
         "speculative_generate",
         "target_off_by_one",
         "reads the target's probabilities one position late (columns T .. T+k)",
@@ -67,9 +79,33 @@ MUTANTS = [
     ),
     Mutant(
         "speculative_generate",
+        "drafts_from_global_rng",
+        "samples the draft tokens from the global random number generator instead of `generator`",
+        [
+            (
+                "torch.multinomial(q, 1, generator=generator)[0]",
+                "torch.multinomial(q, 1)[0]",
+            )
+        ],
+        mistake_zh="草稿 token 从全局随机数生成器采样，而不是 `generator`",
+    ),
+    Mutant(
+        "speculative_generate",
         "greedy_accepts_all",
         "greedy mode accepts the whole block without comparing",
         [("accepted = int(matches.cumprod(0).sum())", "accepted = k")],
+    ),
+    Mutant(
+        "speculative_generate",
+        "greedy_emits_draft_at_mismatch",
+        "in greedy mode emits the draft's token at the first mismatch instead of the target's argmax",
+        [
+            (
+                "emitted = torch.cat((draft_tokens[:accepted], best[accepted : accepted + 1]))",
+                "emitted = torch.cat((draft_tokens[:accepted], draft_tokens[accepted : accepted + 1]))",
+            )
+        ],
+        mistake_zh="贪心模式下在第一个不匹配处输出草稿的 token，而不是目标模型的 argmax",
     ),
     Mutant(
         "speculative_generate",
