@@ -1,9 +1,9 @@
 """No check asserts a speed: find verdicts in a checks module that compare a measured time (CONTRACT.md, section 6).
 
 A value is *measured* when it comes from a clock or a benchmark: `time.perf_counter()` and the other clocks,
-`do_bench`, `Event.elapsed_time`, `median_ms`, a `benchmark(...)` call, a call to a function named like a timer
-(`median_step_ms(...)`), a function of the module that returns a measured value, and every name, list element or
-arithmetic result that carries one (`elapsed = time.perf_counter() - start`, `times.append(elapsed)`, `sorted(times)`).
+`do_bench`, `Event.elapsed_time`, `median_ms`, a `benchmark(...)` call (never the learner's `ex.*`: their results
+are checked like any other), a function of the module that returns a measured value (`median_step_ms(...)`), and
+every name, list element or arithmetic result that carries one (`elapsed = time.perf_counter() - start`, `times.append(elapsed)`, `sorted(times)`).
 A *verdict* is an `assert`, the arguments of an `expect...(...)` call, or the condition of an `if` whose body raises
 or fails. A verdict that compares a measured value is reported, unless one of its lines carries the marker
 `# not a speed verdict: <reason>` (for a deadline that guards against a hang, or a plausibility check such as "the
