@@ -24,6 +24,7 @@ from ..paths import (
     repo_root,
 )
 from .builder import STOP_MARKER
+from .lesson_ruff import lesson_ruff
 from .speed_verdicts import MARKER, speed_verdicts
 
 SUMMARY_HEADING = "本节要点"  # the 简体中文 summary every lesson carries after its title (CONTRACT.md, section 3)
@@ -100,6 +101,7 @@ class Linter:
             for number, count in numbers.items():
                 if count > 1:
                     self.error(display_path(part), f"{count} notebooks share the number {number}")
+        self.errors.extend(lesson_ruff(lessons))  # one ruff process for every selected lesson, both forms
         return self.errors
 
     def _all_lessons(self) -> list[Lesson]:

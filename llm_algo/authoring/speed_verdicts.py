@@ -36,7 +36,7 @@ CLOCKS = {
     "adaptive_autorange",
 }
 NOT_A_TIME = {"len", "isinstance", "type", "str", "repr", "format", "bool", "id", "hasattr", "callable", "range"}
-FAILS = {"fail", "skip_or_fail"}
+FAILS = {"fail"}  # pytest.fail(...)
 
 
 @dataclass(frozen=True)
@@ -103,8 +103,8 @@ def _is_clock(call: ast.Call) -> bool:
     if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "ex":
         return False
     name = _call_name(call)
-    if name == "time":  # time.time(), not a variable that happens to be called time
-        return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "time"
+    if name == "time":  # time.time() or time() from `from time import time`; not `self.time()` of another object
+        return isinstance(func, ast.Name) or (isinstance(func.value, ast.Name) and func.value.id == "time")
     return name in CLOCKS
 
 
