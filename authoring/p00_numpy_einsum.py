@@ -87,7 +87,7 @@ def build() -> LessonBuilder:
         print("broadcast against scores (B, H, T, S) = (2, 4, 6, 6):", np.broadcast_shapes(mask.shape, (2, 4, T, T)))
         print("a (B,) length vector against (B, T) token ids without [:, None]:", end=" ")
         try:
-            np.zeros((2, T)) < lengths
+            print(np.zeros((2, T)) < lengths)
         except ValueError as error:
             print("ValueError:", str(error).split("\n")[0][:70])
 

@@ -361,7 +361,7 @@ def build() -> LessonBuilder:
         copy = median_seconds(lambda: heads.contiguous())
         print(f"head split (view + transpose): {split * 1e6:8.1f} us")
         print(f"heads.contiguous() (a copy):   {copy * 1e6:8.1f} us  ({hidden.numel() * 4 * 2 / copy / 1e9:.1f} GB/s moved)")
-        del hidden, heads
+        hidden = heads = None  # frees the 128 MiB
     """)
     lesson.stop()
     lesson.md(r"""

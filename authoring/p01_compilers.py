@@ -84,7 +84,7 @@ def build() -> LessonBuilder:
                 gate = self.gate(x)                 # (B, hidden)
                 act = gate * torch.sigmoid(gate)    # SiLU, the long way
                 scaled = (act * self.up(x)) * 1     # an identity left over from a refactor
-                unused = torch.relu(scaled) + 1     # nothing reads it
+                unused = torch.relu(scaled) + 1     # nothing reads it  # noqa: F841
                 return self.down(scaled + 0)        # (B, dim)
 
 

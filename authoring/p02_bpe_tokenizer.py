@@ -678,8 +678,6 @@ def build() -> LessonBuilder:
         # then merged tokens in the order they were made). Its trained vocabulary gives those ids.
         import json
 
-        from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-
         hf = Tokenizer(models.BPE())
         hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
         hf.train_from_iterator(CORPUS.split(END_OF_TEXT), trainer=trainers.BpeTrainer(

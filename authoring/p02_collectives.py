@@ -347,7 +347,7 @@ def build() -> LessonBuilder:
 
         def counted_run(collective, n):
             '''Runs in every rank: your collective on n float32 elements, with dist.isend/send counted.'''
-            rank, size = dist.get_rank(), dist.get_world_size()
+            size = dist.get_world_size()
             sent = [0, 0]  # messages, bytes
             originals = dist.send, dist.isend
 

@@ -364,7 +364,7 @@ def build() -> LessonBuilder:
             scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 10))
             generator = torch.Generator().manual_seed(1)
             stream = torch.randint(0, 32, (500,), generator=torch.Generator().manual_seed(2))
-            drift, reference = [], None
+            drift = []
             folder = tempfile.mkdtemp()
             for step in range(total):
                 if step == resume_at:

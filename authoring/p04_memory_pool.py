@@ -392,7 +392,7 @@ def build() -> LessonBuilder:
     lesson.code(r"""
         def training_trace(steps=6, layers=4, d_model=512, heads=8, vocab=8192, batch=4, seq_lens=(512,), bytes_per=2):
             '''[("malloc", name, bytes) | ("free", name)] of `steps` training steps with the given sequence lengths.'''
-            events, live, step_seq = [], set(), []
+            events, live = [], set()
             def malloc(name, numel):
                 events.append(("malloc", name, int(numel) * bytes_per)); live.add(name)
             def free(name):

@@ -32,8 +32,9 @@ def build() -> LessonBuilder:
         are a wrapper that does nothing (the code path is the same); the lesson explains what each one does on a
         GPU. **Graded against** `torch.optim.AdamW` (same parameters and moments after several steps), a
         recorder of the order of prefetches and updates, the closed-form memory split between device and host,
-        a recorder of the copies (every transfer `non_blocking=True`), and, on a GPU, pinned memory and a
-        measurement that the prefetching version is not slower than the serial one.
+        a recorder of the copies (every transfer `non_blocking=True`), a recorder of the stream and event calls
+        (copies on the side stream, an event recorded after them and waited on before the update, the next group's
+        copies issued first), and, on a GPU, pinned memory and the same order with real streams and events.
     """
     )
     lesson.md(r"""
@@ -361,7 +362,9 @@ def build() -> LessonBuilder:
         group on the device (memory); a blocking copy (`non_blocking` missing); the copy back forgotten (the
         moments on the host never change: the second step differs); the step count incremented per group instead
         of per step; staged moments never dropped (device memory grows with every group); the master never
-        copied into the parameter; bf16 moments next to an fp32 master.
+        copied into the parameter; bf16 moments next to an fp32 master; and, from the recorder of stream calls, the
+        copies issued on the current stream (no prefetch at all), no `side.wait(g)`, the event recorded before the
+        copies, the staged tensors never handed over, no final `synchronize()`.
 
         **In production.** DeepSpeed ZeRO-Offload / ZeRO-Infinity (`offload_optimizer: {device: cpu, pin_memory:
         true}`; the step on the CPU with a vectorised `DeepSpeedCPUAdam`, overlapped with the GPU's backward);

@@ -14,8 +14,18 @@ import nbformat
 from ..check.api import load_checks
 from ..mutation.mutants import load_mutants
 from ..notebook import TAGS, Cell, Lesson, NotebookError, read_lesson
-from ..paths import NOTEBOOK_PATTERN, display_path, is_lesson_path, lesson_notebooks, part_dirs, repo_root
+from ..paths import (
+    NOTEBOOK_PATTERN,
+    checks_module_path,
+    display_path,
+    is_lesson_path,
+    lesson_notebooks,
+    part_dirs,
+    repo_root,
+)
 from .builder import STOP_MARKER
+from .lesson_ruff import lesson_ruff
+from .speed_verdicts import MARKER, speed_verdicts
 
 SUMMARY_HEADING = "本节要点"  # the 简体中文 summary every lesson carries after its title (CONTRACT.md, section 3)
 
@@ -91,6 +101,7 @@ class Linter:
             for number, count in numbers.items():
                 if count > 1:
                     self.error(display_path(part), f"{count} notebooks share the number {number}")
+        self.errors.extend(lesson_ruff(lessons))  # one ruff process for every selected lesson, both forms
         return self.errors
 
     def _all_lessons(self) -> list[Lesson]:
@@ -243,6 +254,7 @@ class Linter:
         except Exception as exc:  # a broken checks module is a lint error, not a crash
             self.error(lesson.name, f"its checks or mutants do not load: {type(exc).__name__}: {exc}")
             return
+        self.lint_speed_verdicts(lesson)
         exercises = lesson.exercise_names()
         for exercise in registry.exercises():
             if exercise not in exercises:
@@ -256,6 +268,17 @@ class Linter:
                 self.error(
                     lesson.name, f"exercise {exercise!r} has {count} mutants; at least {MIN_MUTANTS} are required"
                 )
+
+    def lint_speed_verdicts(self, lesson: Lesson) -> None:
+        """Checks never assert a speed (CONTRACT.md, section 6): benchmarks time, checks compare results."""
+        path = checks_module_path(lesson.id)
+        for verdict in speed_verdicts(path.read_text(encoding="utf-8")):
+            self.error(
+                f"{display_path(path)}:{verdict.line}",
+                f"{verdict.message}; a check never asserts a speed (put the timing in `benchmark(ex)`, and check the "
+                f"order of operations instead). A deadline that only guards against a hang may stay, with "
+                f"`{MARKER} <reason>` on its line",
+            )
 
 
 def lint(paths: list[Path] | None = None) -> list[str]:

@@ -88,4 +88,53 @@ MUTANTS = [
         "keeps the moments in the parameter's bf16 with master weights: precision lost where it matters most",
         [("dtype = torch.float32 if master_weights else p.dtype", "dtype = p.dtype")],
     ),
+    Mutant(
+        "offloaded_adamw",
+        "no_prefetch",
+        "issues the prefetch copies on the current stream (no `with self.side:`): each copy waits for the update "
+        "before it, so nothing is prefetched",
+        [
+            (
+                "        with self.side:\n            self.staged[g] = [",
+                "        with contextlib.nullcontext():\n            self.staged[g] = [",
+            )
+        ],
+        mistake_zh="在当前流上发出预取拷贝（没有 `with self.side:`）：每次拷贝都要等前一组更新完成，实际上没有预取",
+    ),
+    Mutant(
+        "offloaded_adamw",
+        "no_event_wait",
+        "updates a group without waiting for the event of its copy: the update may read moments still arriving",
+        [("        self.side.wait(g)\n        self.side.hand_over(", "        self.side.hand_over(")],
+        mistake_zh="更新一组之前没有等待其拷贝的事件：更新可能读到尚未拷贝完成的动量",
+    ),
+    Mutant(
+        "offloaded_adamw",
+        "event_before_copies",
+        "records the event before issuing the copies: waiting on it does not wait for them",
+        [
+            (
+                "        with self.side:\n            self.staged[g] = [",
+                "        self.side.record(g)\n        with self.side:\n            self.staged[g] = [",
+            ),
+            ("            ]\n        self.side.record(g)\n", "            ]\n"),
+        ],
+        mistake_zh="在发出拷贝之前就记录事件：等待这个事件并不会等到拷贝完成",
+    ),
+    Mutant(
+        "offloaded_adamw",
+        "no_hand_over",
+        "never hands the staged tensors over to the current stream (no record_stream): the allocator may reuse "
+        "their memory while the update still reads it",
+        [("        self.side.hand_over([t for staged in self.staged[g] for t in staged])\n", "")],
+        mistake_zh="没有把暂存张量交给当前流（没有 record_stream）：缓存分配器可能在更新还在读取时复用这块内存",
+    ),
+    Mutant(
+        "offloaded_adamw",
+        "no_final_synchronize",
+        "returns from step() without synchronizing: the next step may read host moments whose copies back have not "
+        "landed",
+        [("        self.side.synchronize()  # the last copies", "        pass  # the last copies")],
+        mistake_zh="step() 结束时没有同步：下一步可能读到拷回尚未完成的主机动量",
+    ),
 ]
