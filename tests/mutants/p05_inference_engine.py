@@ -13,6 +13,7 @@ MUTANTS = [
                 "position_ids = (int(lengths.max()) + torch.arange(T))[None, :].expand(B, T)",
             )
         ],
+        mistake_zh="给每一行都用 batch 中最长序列的位置，而不是该行自己已缓存的长度",
     ),
     Mutant(
         "paged_forward",
@@ -24,6 +25,7 @@ MUTANTS = [
                 "mask = torch.ones(B, S, dtype=torch.bool)",
             )
         ],
+        mistake_zh="传入全 True 的掩码：较短的行会注意到自己的填充位置",
     ),
     Mutant(
         "paged_forward",
@@ -43,12 +45,14 @@ MUTANTS = [
                 "mask = torch.arange(S)[None, :] < (lengths + T)[:, None]",
             ),
         ],
+        mistake_zh="在右侧填充较短的行：T > 1 时右下对齐的因果掩码会让该行看到自己的未来",
     ),
     Mutant(
         "paged_forward",
         "no_block_count",
         "runs the forward without counting the blocks first: a short pool fails half-way, after some rows were written",
         [("if need > store.allocator.num_free():", "if False:")],
+        mistake_zh="前向之前没有先统计所需的块数：块池不够时在中途失败，此时部分行已经写入",
     ),
     Mutant(
         "paged_forward",
@@ -61,18 +65,21 @@ MUTANTS = [
                 "v[b].reshape(-1, v.shape[1], v.shape[3]))",
             )
         ],
+        mistake_zh="追加 k[b] 和 v[b] 时把 (H_kv, T, D) 直接 reshape，而不是转置成 (T, H_kv, D)",
     ),
     Mutant(
         "InferenceEngine",
         "blocks_not_freed",
         "retires finished requests without freeing their blocks (a leak)",
         [("self._release(request)\n            self.running.remove(request)", "self.running.remove(request)")],
+        mistake_zh="结束的请求退出时没有释放它们的块（内存泄漏）",
     ),
     Mutant(
         "InferenceEngine",
         "never_preempts",
         "decodes without making room first: never preempts when the pool is short",
         [("while self.running and decode_need(self.running) > self.free_blocks():", "while False:")],
+        mistake_zh="解码前没有先腾出空间：块池不够时从不抢占",
     ),
     Mutant(
         "InferenceEngine",
@@ -84,24 +91,28 @@ MUTANTS = [
                 "logits = self._forward([request.request_id], torch.tensor([request.prompt]))",
             )
         ],
+        mistake_zh="被抢占的请求只用提示词重新预填充，丢掉了已经生成的 token",
     ),
     Mutant(
         "InferenceEngine",
         "one_seed_for_all",
         "seeds every request's generator with the same number instead of the request's own seed",
         [("torch.Generator().manual_seed(request.seed)", "torch.Generator().manual_seed(0)")],
+        mistake_zh="每个请求的生成器都用同一个种子，而不是该请求自己的 seed",
     ),
     Mutant(
         "InferenceEngine",
         "no_seat_limit",
         "admits requests without checking max_num_seqs",
         [("and len(self.running) < self.max_num_seqs", "")],
+        mistake_zh="接纳请求时不检查 max_num_seqs",
     ),
     Mutant(
         "InferenceEngine",
         "ignores_arrivals",
         "adds every request at the start instead of at its arrival step",
         [("while pending and pending[0].arrival <= clock:", "while pending:")],
+        mistake_zh="一开始就加入所有请求，而不是在各自到达的步骤加入",
     ),
     Mutant(
         "InferenceEngine",
@@ -117,5 +128,6 @@ MUTANTS = [
                 "                self._sample(request, logits[0, -1])",
             )
         ],
+        mistake_zh="对运行中的请求逐个前向解码，而不是合成一次批量前向",
     ),
 ]

@@ -13,24 +13,28 @@ MUTANTS = [
                 "q, v = RotaryEmbedding.apply(q, v, cos, sin, offsets)",
             )
         ],
+        mistake_zh="用 RoPE 旋转了 v 而不是 k",
     ),
     Mutant(
         "TritonLlamaBlock",
         "not_causal",
         "calls the attention kernel with causal=False",
         [("k.transpose(1, 2), v.transpose(1, 2), True)", "k.transpose(1, 2), v.transpose(1, 2), False)")],
+        mistake_zh="调用注意力内核时传了 causal=False",
     ),
     Mutant(
         "TritonLlamaBlock",
         "attention_residual_missing",
         "replaces the residual stream with the attention's output",
         [("x = x + out @ self.o_proj.T", "x = out @ self.o_proj.T")],
+        mistake_zh="用注意力的输出替换了残差流，而不是加到残差上",
     ),
     Mutant(
         "TritonLlamaBlock",
         "default_eps",
         "ignores the config's rms_norm_eps and uses 1e-6",
         [("self.eps, self.theta = config.rms_norm_eps,", "self.eps, self.theta = 1e-6,")],
+        mistake_zh="忽略 config 的 rms_norm_eps，固定用 1e-6",
     ),
     Mutant(
         "TritonLlamaBlock",
@@ -42,6 +46,7 @@ MUTANTS = [
                 "h = rms_norm(x, self.post_attention_layernorm, self.eps)",
             )
         ],
+        mistake_zh="在注意力之前用了 post-attention 归一化的增益",
     ),
     Mutant(
         "TritonLlamaBlock",
@@ -53,18 +58,21 @@ MUTANTS = [
                 "if False:",
             )
         ],
+        mistake_zh="调用内核之前没有检查 x 的 dtype 和形状",
     ),
     Mutant(
         "TritonLlama",
         "no_final_norm",
         "forgets the final RMSNorm before the head",
         [("return rms_norm(x, self.norm, self.eps) @ self.lm_head.T", "return x @ self.lm_head.T")],
+        mistake_zh="在输出头之前漏掉了最后的 RMSNorm",
     ),
     Mutant(
         "TritonLlama",
         "tied_head",
         "uses the embedding matrix as the output head (a tied model's habit)",
         [('self.lm_head = parameter("lm_head.weight")', "self.lm_head = self.embed_tokens")],
+        mistake_zh="用嵌入矩阵当输出头（权重共享模型的习惯）",
     ),
     Mutant(
         "TritonLlama",
@@ -76,6 +84,7 @@ MUTANTS = [
                 "return fused_cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), targets[:, 1:].reshape(-1).long())",
             )
         ],
+        mistake_zh="调用方已经移位过目标，却又移位了一次",
     ),
     Mutant(
         "TritonLlama",
@@ -87,6 +96,7 @@ MUTANTS = [
                 "return nn.Parameter(state_dict[key].detach().to(device=device, dtype=dtype))",
             )
         ],
+        mistake_zh="直接持有调用方的张量，而不是它们的副本",
     ),
     Mutant(
         "TritonLlamaBlock",
@@ -99,6 +109,7 @@ MUTANTS = [
                 "q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True, enable_gqa=True)",
             )
         ],
+        mistake_zh="调用 PyTorch 的 scaled_dot_product_attention，而不是你自己的 FlashAttention 内核",
     ),
     Mutant(
         "TritonLlama",
@@ -111,5 +122,6 @@ MUTANTS = [
                 "logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1).long())",
             )
         ],
+        mistake_zh="用 F.cross_entropy 计算损失，而不是你自己的融合内核",
     ),
 ]
