@@ -9,30 +9,35 @@ MUTANTS = [
         "strict_bucket_comparison",
         "picks the smallest bucket strictly larger than the batch (> for >=): a batch of 8 runs in the graph for 16",
         [("fitting = [b for b in buckets if b >= batch]", "fitting = [b for b in buckets if b > batch]")],
+        mistake_zh="选择严格大于 batch 的最小桶（把 >= 写成 >）：大小为 8 的 batch 跑在 16 的图里",
     ),
     Mutant(
         "pad_batch",
         "largest_bucket_for_overflow",
         "falls back to the largest bucket for a batch that does not fit, silently dropping the extra sequences",
         [("    if not fitting:\n        raise", "    if not fitting:\n        return max(buckets)\n        raise")],
+        mistake_zh="放不下的 batch 退回到最大的桶，悄悄丢掉了多出的序列",
     ),
     Mutant(
         "pad_batch",
         "first_bucket_not_smallest",
         "takes the first bucket in list order that holds the batch, assuming the list is sorted",
         [("    return min(fitting)", "    return fitting[0]")],
+        mistake_zh="按列表顺序取第一个放得下的桶，默认列表已经排好序",
     ),
     Mutant(
         "pad_batch",
         "padding_rows_in_slot_zero",
         "pads the slots with zeros, so that the padding rows write their keys and values into slot 0, a live sequence",
         [("padded_slots = slots.new_full((size,), pad_slot)", "padded_slots = slots.new_zeros(size)")],
+        mistake_zh="用 0 填充槽位，于是填充行把它们的 key 和 value 写进了槽位 0，而那是一个活跃的序列",
     ),
     Mutant(
         "pad_batch",
         "uninitialised_padding_positions",
         "allocates the padded positions with torch.empty: the padding rows index the cache at whatever was in memory",
         [("padded_positions = positions.new_zeros(size)", "padded_positions = positions.new_empty(size).fill_(-7)")],
+        mistake_zh="用 torch.empty 分配填充的位置：填充行按内存里残留的任意值索引缓存",
     ),
     # ----- StaticDecodeStep
     Mutant(
@@ -50,6 +55,7 @@ MUTANTS = [
                 "                self.v_cache[layer, s, :, p] = v[b]\n",
             )
         ],
+        mistake_zh="用 int() 读出每行的位置，并在这个 Python 下标处写缓存（一次同步，而且在捕获时被固化）",
     ),
     Mutant(
         "StaticDecodeStep",
@@ -71,6 +77,7 @@ MUTANTS = [
                 "self.v_cache[layer, self.slots, :, position] = v",
             ),
         ],
+        mistake_zh="用一个由 step() 递增的 Python 计数器作为位置，所有行都一样",
     ),
     Mutant(
         "StaticDecodeStep",
@@ -87,6 +94,7 @@ MUTANTS = [
                 "        self.slots = slots.to(self.slots.device, torch.long)\n",
             )
         ],
+        mistake_zh="把静态输入重新绑定到新张量（self.x = new），而不是拷贝进去：图仍然读取旧的缓冲区",
     ),
     Mutant(
         "StaticDecodeStep",
@@ -98,6 +106,7 @@ MUTANTS = [
                 "        self.logits = rms_norm(x, m.final_norm) @ m.embed.T",
             )
         ],
+        mistake_zh="返回新分配的 logits 并存到 self.logits，而不是写进静态缓冲区",
     ),
     Mutant(
         "StaticDecodeStep",
@@ -109,6 +118,7 @@ MUTANTS = [
                 "visible = self.key_index[None, :] < self.positions[:, None]",
             )
         ],
+        mistake_zh="把当前位置也掩掉了（把 <= 写成 <）：新 token 不会注意到自己",
     ),
     Mutant(
         "StaticDecodeStep",
@@ -127,6 +137,7 @@ MUTANTS = [
                 'scores = scores.masked_fill(~visible[:, None, :length], float("-inf"))',
             ),
         ],
+        mistake_zh="用 .item() 读出最大位置并按它切片 key（一次 CPU 同步，而且每步形状都不同）",
     ),
     Mutant(
         "StaticDecodeStep",
@@ -149,6 +160,7 @@ MUTANTS = [
                 'scores = scores.masked_fill(~visible[:, None, : self.length], float("-inf"))',
             ),
         ],
+        mistake_zh="在 set_inputs 中把注意力长度算成 Python int（step 内没有同步）并按它切片缓存：eager 模式下正确，但图会一直沿用捕获那一步的长度",
     ),
     Mutant(
         "StaticDecodeStep",
@@ -161,6 +173,7 @@ MUTANTS = [
                 "torch.arange(H)[None, :].expand(B, H), self.positions[:, None].expand(B, H)), k)\n",
             )
         ],
+        mistake_zh="把新的 key 写进缓存的副本（torch.index_put，不是就地操作），并保留这个副本",
     ),
     Mutant(
         "StaticDecodeStep",
@@ -173,6 +186,7 @@ MUTANTS = [
                 "",
             )
         ],
+        mistake_zh="拷贝输入时不做校验（越界的位置在重放时会索引到缓存之外）",
     ),
     # ----- GraphedDecoder
     Mutant(
@@ -186,12 +200,14 @@ MUTANTS = [
             ),
             ("allocate_kv_cache(model, num_slots + 1)", "allocate_kv_cache(model, num_slots)"),
         ],
+        mistake_zh="只分配恰好 num_slots 个槽位，并填充到槽位 0：填充行覆盖了一个活跃的序列",
     ),
     Mutant(
         "GraphedDecoder",
         "view_of_static_logits",
         "returns a view of the static logits: the next call overwrites the result the caller kept",
         [("        return step.logits[:batch].clone()", "        return step.logits[:batch]")],
+        mistake_zh="返回静态 logits 的视图：下一次调用会覆盖调用方保留的结果",
     ),
     Mutant(
         "GraphedDecoder",
@@ -203,6 +219,7 @@ MUTANTS = [
                 "        size = self.buckets[-1]\n        padded = pad_batch(token_ids, positions, slots, [size], self.pad_slot)\n",
             )
         ],
+        mistake_zh="所有 batch 都用最大桶的图运行（结果正确，但从不使用小图）",
     ),
     Mutant(
         "GraphedDecoder",
@@ -214,5 +231,6 @@ MUTANTS = [
                 "self.steps = {b: StaticDecodeStep(model, b, *allocate_kv_cache(model, num_slots + 1)) for b in self.buckets}",
             )
         ],
+        mistake_zh="给每个桶的 step 各配一个 KV 缓存：序列换到另一个桶时就丢失了它的历史",
     ),
 ]

@@ -13,6 +13,7 @@ MUTANTS = [
                 "            self._update(g)\n            if g + 1 < len(self.groups):\n                self._prefetch(g + 1)",
             )
         ],
+        mistake_zh="更新完第 g 组后才预取第 g + 1 组：每次更新都要等自己的拷贝（没有重叠）",
     ),
     Mutant(
         "offloaded_adamw",
@@ -25,12 +26,14 @@ MUTANTS = [
             ),
             ("            if g + 1 < len(self.groups):\n                self._prefetch(g + 1)\n", ""),
         ],
+        mistake_zh="在第一次更新前预取所有组：全部动量同时驻留在设备上",
     ),
     Mutant(
         "offloaded_adamw",
         "blocking_copy_back",
         "copies the moments back without non_blocking: the CPU stalls on every group",
         [("host.copy_(device_copy, non_blocking=True)", "host.copy_(device_copy)")],
+        mistake_zh="拷回动量时没有 non_blocking：CPU 在每一组上都停下等待",
     ),
     Mutant(
         "offloaded_adamw",
@@ -43,6 +46,7 @@ MUTANTS = [
                 "",
             )
         ],
+        mistake_zh="更新了暂存的动量，却从不写回：主机上的动量一直是零",
     ),
     Mutant(
         "offloaded_adamw",
@@ -52,12 +56,14 @@ MUTANTS = [
             ("        self.t += 1\n", ""),
             ("            self._update(g)", "            self.t += 1\n            self._update(g)"),
         ],
+        mistake_zh="每组都把步数加一，而不是每步加一（偏差校正错误）",
     ),
     Mutant(
         "offloaded_adamw",
         "staged_never_dropped",
         "keeps every staged group after its update: device memory grows to all of the moments",
         [("        del self.staged[g]\n", "")],
+        mistake_zh="更新后仍保留每个暂存组：设备内存增长到容纳全部动量",
     ),
     Mutant(
         "offloaded_adamw",
@@ -69,24 +75,28 @@ MUTANTS = [
                 "t.to(self.device, non_blocking=True)",
             )
         ],
+        mistake_zh="用 t.to(device, non_blocking=True) 暂存，而在 CPU 上它返回的就是主机张量本身",
     ),
     Mutant(
         "offloaded_adamw",
         "no_beta_check",
         "does not validate betas",
         [("or not all(0.0 <= b < 1.0 for b in betas)", "")],
+        mistake_zh="不校验 betas",
     ),
     Mutant(
         "offloaded_adamw",
         "master_not_copied_into_param",
         "updates the fp32 master but never copies it into the bf16 parameter: the model does not train",
         [("                p.copy_(master)\n", "")],
+        mistake_zh="更新了 fp32 主权重，却从不拷回 bf16 参数：模型没有训练",
     ),
     Mutant(
         "offloaded_adamw",
         "master_moments_in_param_dtype",
         "keeps the moments in the parameter's bf16 with master weights: precision lost where it matters most",
         [("dtype = torch.float32 if master_weights else p.dtype", "dtype = p.dtype")],
+        mistake_zh="有主权重时仍把动量存成参数的 bf16：在最需要精度的地方丢了精度",
     ),
     Mutant(
         "offloaded_adamw",

@@ -17,24 +17,28 @@ MUTANTS = [
                 "            shared[t] += shared[t + stride]\n",
             )
         ],
+        mistake_zh="树形归约的各步之间没有 cuda.syncthreads()：线程在伙伴写入之前就读取了它的值",
     ),
     Mutant(
         "block_sum_sim",
         "tree_stops_one_step_early",
         "the loop runs while stride > 1: the last pair is never added",
         [("while stride > 0:", "while stride > 1:")],
+        mistake_zh="循环条件是 stride > 1：最后一对从未相加",
     ),
     Mutant(
         "block_sum_sim",
         "second_load_unguarded",
         "guards the first load but not the second: the last block reads past n",
         [("if i + THREADS < n:\n        value += x[i + THREADS]", "if i < n:\n        value += x[i + THREADS]")],
+        mistake_zh="第一次加载有边界判断，第二次没有：最后一个 block 读越过了 n",
     ),
     Mutant(
         "block_sum_sim",
         "single_pass",
         "one pass only: returns the first block's partial sum",
         [("if blocks == 1:\n            return partial", "return partial[:1]")],
+        mistake_zh="只做一轮：返回的是第一个 block 的部分和",
     ),
     # atomic_sum_sim
     Mutant(
@@ -42,18 +46,21 @@ MUTANTS = [
         "plain_add",
         "out[0] += value without an atomic: a read-modify-write that other threads interleave with on a GPU",
         [("cuda.atomic.add(out, 0, value)", "out[0] += value")],
+        mistake_zh="不用原子操作，直接 out[0] += value：在 GPU 上这是一次读-改-写，会与其他线程交错",
     ),
     Mutant(
         "atomic_sum_sim",
         "stride_is_one_block",
         "steps by blockDim.x instead of the whole grid: elements are counted by several blocks",
         [("i += cuda.gridsize(1)", "i += cuda.blockDim.x")],
+        mistake_zh="按 blockDim.x 而不是整个 grid 前进：元素被多个 block 重复计数",
     ),
     Mutant(
         "atomic_sum_sim",
         "keeps_last_element",
         "value = x[i] instead of value += x[i]: each thread contributes its last element only",
         [("value += x[i]", "value = x[i]")],
+        mistake_zh="写成 value = x[i] 而不是 value += x[i]：每个线程只贡献了它的最后一个元素",
     ),
     # reduction_cuda (C++; each still compiles)
     Mutant(
@@ -61,36 +68,42 @@ MUTANTS = [
         "no_barrier_after_store",
         "no __syncthreads() between the store to shared memory and the tree: a race on shared memory",
         [("shared[threadIdx.x] = v;\n    __syncthreads();", "shared[threadIdx.x] = v;")],
+        mistake_zh="写入共享内存与树形归约之间没有 __syncthreads()：共享内存上出现数据竞争",
     ),
     Mutant(
         "reduction_cuda",
         "tree_stops_at_64",
         "the tree runs while stride > 32: shared[32..63] never reaches warp 0",
         [("stride >= 32; stride /= 2", "stride > 32; stride /= 2")],
+        mistake_zh="树形归约的循环条件是 stride > 32：shared[32..63] 从未归约进 warp 0",
     ),
     Mutant(
         "reduction_cuda",
         "shuffle_from_8",
         "the shuffles start at offset 8: lanes 16-31 are never added",
         [("int offset = 16; offset > 0", "int offset = 8; offset > 0")],
+        mistake_zh="shuffle 从偏移 8 开始：lane 16-31 从未被加进来",
     ),
     Mutant(
         "reduction_cuda",
         "reads_x_at_n",
         "the grid-stride loop runs while i <= n: one thread adds x[n], past the end",
         [("i < n; i += stride", "i <= n; i += stride")],
+        mistake_zh="grid-stride 循环条件是 i <= n：有一个线程加了越界的 x[n]",
     ),
     Mutant(
         "reduction_cuda",
         "single_pass",
         "no second pass: returns the first block's partial sum",
         [("block_sums(partial, out);\n    return out.reshape({});", "return partial[0];")],
+        mistake_zh="没有第二轮：返回的是第一个 block 的部分和",
     ),
     Mutant(
         "reduction_cuda",
         "plain_add",
         "*out += total instead of atomicAdd: blocks overwrite each other's additions",
         [("atomicAdd(out, total);", "*out += total;")],
+        mistake_zh="用 *out += total 而不是 atomicAdd：各 block 相互覆盖彼此的加法结果",
     ),
     Mutant(
         "reduction_cuda",
@@ -102,5 +115,6 @@ MUTANTS = [
                 "const unsigned int blocks = static_cast<unsigned int>((x.numel() + THREADS - 1) / THREADS);",
             )
         ],
+        mistake_zh="block_sums 启动 ceil(n / THREADS) 个 block，而不是每个部分和一个 block，写越过了部分和数组",
     ),
 ]
