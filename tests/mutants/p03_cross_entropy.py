@@ -9,6 +9,7 @@ MUTANTS = [
         "no_rescale",
         "adds each chunk's exponentials without rescaling the running sum when the max grows",
         [("d = d * tl.exp(m - m_safe) + tl.sum(", "d = d + tl.sum(")],
+        mistake_zh="最大值变大时没有重新缩放累计和，就直接加上每个数据块的指数",
     ),
     Mutant(
         "cross_entropy_fwd_bwd",
@@ -20,18 +21,21 @@ MUTANTS = [
                 "x = tl.load(row_ptr + start + cols, mask=mask, other=0.0).to(tl.float32)\n        m_new",
             )
         ],
+        mistake_zh="第一遍中最后一个数据块的尾部用 0 填充，每个填充通道都多加了 exp(0 - m)",
     ),
     Mutant(
         "cross_entropy_fwd_bwd",
         "no_inf_guard",
         "subtracts a -inf running max: a row whose first chunk is masked with -inf gives nan",
         [('m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)', "m_safe = m_new")],
+        mistake_zh="减去值为 -inf 的累计最大值：第一个数据块被 -inf 掩盖的行得到 nan",
     ),
     Mutant(
         "cross_entropy_fwd_bwd",
         "probabilities_from_rounded_lse",
         "forms lse = M + log(S) in float32 and computes exp(x - lse): off by the rounding of lse on huge logits",
         [("probs = tl.exp(x - row_max) * inv_sum", "probs = tl.exp(x - (row_max + tl.log(row_sum)))")],
+        mistake_zh="在 float32 中算出 lse = M + log(S) 再计算 exp(x - lse)：logits 很大时会差一个 lse 的舍入误差",
     ),
     Mutant(
         "cross_entropy_fwd_bwd",
@@ -43,6 +47,7 @@ MUTANTS = [
                 "tl.store(row_ptr + start + cols, grad.to(logits_ptr.dtype.element_ty))",
             )
         ],
+        mistake_zh="按整个数据块存储梯度，写越过了行尾",
     ),
     Mutant(
         "cross_entropy_fwd_bwd",
@@ -54,12 +59,14 @@ MUTANTS = [
                 "pass",
             )
         ],
+        mistake_zh="遇到被忽略的行直接返回而没有清零，于是它的 logits 被当作梯度返回",
     ),
     Mutant(
         "cross_entropy_fwd_bwd",
         "gradient_of_the_sum",
         "forgets the 1 / n_valid of the mean in the gradient",
         [("inv_sum, inv_n_valid = 1.0 / row_sum, 1.0 / n_valid", "inv_sum, inv_n_valid = 1.0 / row_sum, 1.0")],
+        mistake_zh="梯度中忘了均值的系数 1 / n_valid",
     ),
     Mutant(
         "cross_entropy_fwd_bwd",
@@ -71,12 +78,14 @@ MUTANTS = [
                 "n_cols, n_rows, ignore_index,",
             )
         ],
+        mistake_zh="把包括被忽略行在内的总行数当作 n_valid 传入",
     ),
     Mutant(
         "cross_entropy_fwd_bwd",
         "no_target_range_check",
         "trusts the targets: a target outside [0, V) becomes an out-of-bounds read",
         [("if n_bad:", "if False:")],
+        mistake_zh="不校验目标：超出 [0, V) 的目标变成越界读",
     ),
     Mutant(
         "cross_entropy_fwd_bwd",
@@ -89,12 +98,14 @@ MUTANTS = [
                 "tl.where(cols == target, 1.0, 0.0)",
             )
         ],
+        mistake_zh="用数据块内的局部下标与目标比较（cols == target，漏了 start）：目标小于 BLOCK_SIZE 时每个数据块的第 target 个位置都被减 1，否则哪里都没有减",
     ),
     Mutant(
         "fused_cross_entropy",
         "ignores_grad_output",
         "returns the saved gradient without multiplying by grad_output",
         [("grad_logits.mul_(grad_output)", "pass")],
+        mistake_zh="返回保存的梯度，没有乘以 grad_output",
     ),
     Mutant(
         "fused_cross_entropy",
@@ -107,6 +118,7 @@ MUTANTS = [
                 "return grad_logits * grad_output.to(grad_logits.dtype), None, None",
             )
         ],
+        mistake_zh="返回 saved * grad_output：数值正确，但分配了一个新的 (N, V) 张量",
     ),
     Mutant(
         "fused_cross_entropy",
@@ -119,6 +131,7 @@ MUTANTS = [
             ),
             ("ctx.save_for_backward(logits)", "ctx.save_for_backward(saved)"),
         ],
+        mistake_zh="保存的是内核覆盖 logits 之前的副本，于是反向传播返回的是 logits",
     ),
     Mutant(
         "cross_entropy_fwd_bwd",
@@ -130,6 +143,7 @@ MUTANTS = [
                 "x = tl.load(row_ptr + start + cols).to(tl.float32)\n        m_new",
             )
         ],
+        mistake_zh="第一遍加载数据块时没有掩码，最后一个数据块读越过了行尾",
     ),
     Mutant(
         "cross_entropy_fwd_bwd",
@@ -141,5 +155,6 @@ MUTANTS = [
                 "x = tl.load(row_ptr + start + cols).to(tl.float32)\n        probs",
             )
         ],
+        mistake_zh="第二遍重新加载数据块时没有掩码，理由是反正 store 有掩码",
     ),
 ]

@@ -8,12 +8,14 @@ MUTANTS = [
         "no_between_block_term",
         "adds the blocks' M2 but forgets the delta^2 * n_a * n_b / n term",
         [("m2 = m2 + block_m2 + delta.pow(2) * (count * n_b / total)", "m2 = m2 + block_m2")],
+        mistake_zh="把各块的 M2 相加，却忘了 delta^2 * n_a * n_b / n 这一项",
     ),
     Mutant(
         "welford_stats",
         "block_means_averaged",
         "averages the running mean with the block mean, ignoring the counts",
         [("mean = mean + delta * (n_b / total)", "mean = mean + delta * (0.5 if count else 1.0)")],
+        mistake_zh="把累计均值与块均值直接平均，忽略了各自的计数",
     ),
     Mutant(
         "welford_stats",
@@ -25,12 +27,14 @@ MUTANTS = [
                 "block_m2 = block.pow(2).sum(dim=1) - n_b * block_mean.pow(2)",
             )
         ],
+        mistake_zh="用 sum(x^2) - n * mean^2 计算块的 M2（相减抵消）",
     ),
     Mutant(
         "welford_stats",
         "unbiased_variance",
         "returns M2 / (N - 1)",
         [("return mean, m2 / count", "return mean, m2 / max(count - 1, 1)")],
+        mistake_zh="返回 M2 / (N - 1)",
     ),
     Mutant(
         "layer_norm_forward",
@@ -42,18 +46,21 @@ MUTANTS = [
                 "var = tl.sum(x * x, axis=0) / n_cols - mean * mean",
             )
         ],
+        mistake_zh="用 E[x^2] - mean^2 计算方差：均值很大时发生灾难性抵消",
     ),
     Mutant(
         "layer_norm_forward",
         "padded_lanes_in_variance",
         "centres the padded lanes too, so each adds mean^2 to the variance",
         [("xc = tl.where(mask, x - mean, 0.0)", "xc = x - mean")],
+        mistake_zh="填充的通道也被中心化，于是每个填充通道都给方差加了 mean^2",
     ),
     Mutant(
         "layer_norm_forward",
         "unbiased_variance",
         "divides the sum of squares by N - 1",
         [("var = tl.sum(xc * xc, axis=0) / n_cols", "var = tl.sum(xc * xc, axis=0) / (n_cols - 1)")],
+        mistake_zh="平方和除以 N - 1",
     ),
     Mutant(
         "layer_norm_forward",
@@ -65,48 +72,56 @@ MUTANTS = [
                 "tl.store(Y + row * y_row_stride + cols, y.to(Y.dtype.element_ty))",
             )
         ],
+        mistake_zh="存储整个 y 块，写越过了行尾",
     ),
     Mutant(
         "layer_norm_forward",
         "saves_std",
         "saves sqrt(var + eps) instead of its inverse",
         [("tl.store(Rstd + row, rstd)", "tl.store(Rstd + row, 1.0 / rstd)")],
+        mistake_zh="保存 sqrt(var + eps) 而不是它的倒数",
     ),
     Mutant(
         "layer_norm_backward",
         "rmsnorm_backward",
         "drops the mean term of dx (RMSNorm's formula)",
         [("dx = rstd * (g - tl.sum(g, axis=0) / n_cols - x_hat", "dx = rstd * (g - x_hat")],
+        mistake_zh="丢掉了 dx 中的均值项（这是 RMSNorm 的公式）",
     ),
     Mutant(
         "layer_norm_backward",
         "partials_overwritten",
         "assigns the weight gradient of the current row instead of accumulating",
         [("dw_acc += dy * x_hat", "dw_acc = dy * x_hat")],
+        mistake_zh="对当前行的权重梯度直接赋值而不是累加",
     ),
     Mutant(
         "layer_norm_backward",
         "bias_grad_with_x_hat",
         "accumulates dy * x_hat into the bias gradient",
         [("db_acc += dy\n", "db_acc += dy * x_hat\n")],
+        mistake_zh="把 dy * x_hat 累加进了 bias 梯度",
     ),
     Mutant(
         "layer_norm_backward",
         "stage_two_first_block_only",
         "the second stage sums only the first BLOCK_P partial rows",
         [("for start in range(0, n_partials, BLOCK_P):", "for start in range(0, 1):")],
+        mistake_zh="第二阶段只对前 BLOCK_P 行部分和求和",
     ),
     Mutant(
         "layer_norm",
         "weight_and_bias_grads_swapped",
         "returns the gradients as (dx, db, dw, None)",
         [("return dx.view(grad_y.shape), dw, db, None", "return dx.view(grad_y.shape), db, dw, None")],
+        mistake_zh="按 (dx, db, dw, None) 的顺序返回梯度",
     ),
     Mutant(
         "layer_norm",
         "strided_grad_passed_through",
         "passes autograd's gradient to the kernels as it comes, without making its rows contiguous",
         [("dy = grad_y.reshape(rows.shape).contiguous()", "dy = grad_y.reshape(rows.shape)")],
+        mistake_zh="把 autograd 传来的梯度原样交给内核，没有先让它的各行连续",
     ),
     Mutant(
         "layer_norm_forward",
@@ -118,6 +133,7 @@ MUTANTS = [
                 "x = tl.load(X + row * x_row_stride + cols)",
             )
         ],
+        mistake_zh="加载行时没有掩码（只有 store 有掩码），读越过了行尾",
     ),
     Mutant(
         "layer_norm_forward",
@@ -129,12 +145,14 @@ MUTANTS = [
                 "w = tl.load(W + cols).to(tl.float32)\n    b =",
             )
         ],
+        mistake_zh="加载权重时没有掩码，读越过了形状为 (N,) 的权重的末尾",
     ),
     Mutant(
         "layer_norm_backward",
         "partial_rows_unmasked",
         "masks the columns but not the partial rows in stage 2, reading past the last partial row",
         [("mask = (rows[:, None] < n_partials) & col_mask[None, :]", "mask = col_mask[None, :]")],
+        mistake_zh="第二阶段只对列加了掩码，没有对部分和的行加掩码，读越过了最后一行部分和",
     ),
     Mutant(
         "layer_norm_forward",
@@ -146,5 +164,6 @@ MUTANTS = [
                 "return F.layer_norm(x.float(), (n_cols,), weight.float(), bias.float(), eps).to(x.dtype), mean, rstd",
             )
         ],
+        mistake_zh="返回 F.layer_norm 的输出，而不是内核的输出",
     ),
 ]

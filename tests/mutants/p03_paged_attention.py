@@ -15,6 +15,7 @@ MUTANTS = [
             ),
             ("slot = (keys % PAGE_SIZE).to(tl.int64)", "slot = (keys // PAGE_SIZE).to(tl.int64)"),
         ],
+        mistake_zh="把页取成 t % block_size，把槽位取成 t // block_size",
     ),
     Mutant(
         "paged_decode_partials",
@@ -26,12 +27,14 @@ MUTANTS = [
                 "page = tl.load(table + keys // PAGE_SIZE).to(tl.int64)",
             )
         ],
+        mistake_zh="填充的 key 通道也去加载块表项，于是跟着 -1 或超出池范围的 id 去读",
     ),
     Mutant(
         "paged_decode_partials",
         "no_table_row_offset",
         "forgets batch * stride_tb: every sequence reads sequence 0's table",
         [("table = block_tables_ptr + batch * stride_tb", "table = block_tables_ptr")],
+        mistake_zh="忘了 batch * stride_tb：每个序列都读序列 0 的块表",
     ),
     Mutant(
         "paged_decode_partials",
@@ -43,6 +46,7 @@ MUTANTS = [
                 "page = (keys // PAGE_SIZE).to(tl.int64)",
             )
         ],
+        mistake_zh="把块池当作一整块连续的缓存来寻址：按顺序读块 0、1、……的第 t 行",
     ),
     Mutant(
         "paged_decode_partials",
@@ -52,18 +56,21 @@ MUTANTS = [
             ("k_head = k_ptr + kv_head * stride_kh", "k_head = k_ptr"),
             ("v_head = v_ptr + kv_head * stride_vh", "v_head = v_ptr"),
         ],
+        mistake_zh="忘了 KV 头在槽位内的偏移：每个 query 组都读 KV 头 0",
     ),
     Mutant(
         "paged_decode_partials",
         "validates_every_entry",
         "checks every table entry, padding included, so a table padded with -1 is refused",
         [("entries = block_tables[used]", "entries = block_tables.flatten()")],
+        mistake_zh="检查块表的每一项，包括填充项，于是用 -1 填充的块表被拒绝",
     ),
     Mutant(
         "paged_decode_partials",
         "no_entry_validation",
         "checks the lengths but not the table entries",
         [("if bool(outside.any()):", "if False:")],
+        mistake_zh="检查了长度，却不检查块表项",
     ),
     Mutant(
         "paged_decode_attention",
@@ -75,12 +82,14 @@ MUTANTS = [
                 "check_paged_inputs(q, key_cache, value_cache, block_tables, seq_lens, False)\n    if num_splits",
             )
         ],
+        mistake_zh="包装函数从不校验块表（而且调用部分结果内核时传了 validate=False）",
     ),
     Mutant(
         "paged_decode_attention",
         "no_num_splits_refusal",
         "accepts num_splits = 0",
         [("if num_splits is not None and num_splits < 1:", "if num_splits is not None and num_splits < 0:")],
+        mistake_zh="接受 num_splits = 0",
     ),
     Mutant(
         "paged_decode_attention",
@@ -92,5 +101,6 @@ MUTANTS = [
                 "return combine_splits(m, l, acc, out_dtype=torch.float32)",
             )
         ],
+        mistake_zh="以 float32 而不是 q 的 dtype 返回合并后的输出",
     ),
 ]

@@ -9,6 +9,7 @@ MUTANTS = [
         "top_left_causal",
         "aligns the causal mask to the top-left corner (j <= i), as SDPA's is_causal does",
         [("offset = seq_len_k - seq_len_q  ", "offset = 0  ")],
+        mistake_zh="因果掩码按左上角对齐（j <= i），就像 SDPA 的 is_causal 那样",
     ),
     Mutant(
         "varlen_attention",
@@ -20,24 +21,28 @@ MUTANTS = [
                 "keep = keep & (cols[None, :] <= offs_m[:, None])",
             )
         ],
+        mistake_zh="key 循环的终点按偏移量移动了，掩码中却只拿 key 与行号本身比较",
     ),
     Mutant(
         "varlen_attention",
         "loop_end_without_offset",
         "ends the causal key loop at the tile's last row, forgetting the offset of a prefill chunk",
         [("end = tl.minimum(start_m + BLOCK_M + offset, seq_len_k)", "end = tl.minimum(start_m + BLOCK_M, seq_len_k)")],
+        mistake_zh="因果 key 循环在分块的最后一行处结束，忘了预填充分段的偏移量",
     ),
     Mutant(
         "varlen_attention",
         "keys_at_query_start",
         "reads the sequence's key start from cu_seqlens_q",
         [("k_start = tl.load(cu_seqlens_k_ptr + seq)", "k_start = tl.load(cu_seqlens_q_ptr + seq)")],
+        mistake_zh="从 cu_seqlens_q 读取序列中 key 的起点",
     ),
     Mutant(
         "varlen_attention",
         "gqa_modulo",
         "maps query head h to KV head h % H_kv instead of h // (H / H_kv)",
         [("kv_head = head // (num_heads // num_kv_heads)", "kv_head = head % num_kv_heads")],
+        mistake_zh="把 query 头 h 映射到 KV 头 h % H_kv，而不是 h // (H / H_kv)",
     ),
     Mutant(
         "varlen_attention",
@@ -49,18 +54,21 @@ MUTANTS = [
                 "tl.store(o_ptrs, out.to(out_ptr.dtype.element_ty))",
             )
         ],
+        mistake_zh="存储整个分块：超过序列末尾的行写进了下一个序列（或越过缓冲区）",
     ),
     Mutant(
         "varlen_attention",
         "no_cu_seqlens_validation",
         "trusts cu_seqlens: a wrong last entry or a decreasing one goes to the kernel",
         [("if cu[0] != 0 or cu[-1] != total or min(lens) < 0:", "if False:")],
+        mistake_zh="不校验 cu_seqlens：最后一项错误或递减的 cu_seqlens 被直接交给内核",
     ),
     Mutant(
         "varlen_attention",
         "no_causal_length_check",
         "accepts S_q > S_k under a causal mask, leaving query rows with no visible key",
         [("if causal and sq > sk:", "if False:")],
+        mistake_zh="在因果掩码下接受 S_q > S_k，留下看不到任何 key 的 query 行",
     ),
     Mutant(
         "varlen_attention",
@@ -80,6 +88,7 @@ MUTANTS = [
                 "    if total_q == 0:",
             )
         ],
+        mistake_zh="对每个序列调用 SDPA，而不是运行内核",
     ),
     Mutant(
         "pack_sequences",
@@ -91,6 +100,7 @@ MUTANTS = [
                 "cu_seqlens = torch.zeros(len(seqs) + 1, dtype=torch.int64, device=first.device)",
             )
         ],
+        mistake_zh="用 torch 默认的整数类型（int64）构造 cu_seqlens",
     ),
     Mutant(
         "pack_sequences",
@@ -102,6 +112,7 @@ MUTANTS = [
                 "return torch.cat(seqs, dim=0), cu_seqlens[1:], max(lengths)",
             )
         ],
+        mistake_zh="返回的累加和没有开头的 0（只有 B 项）",
     ),
     Mutant(
         "pack_sequences",
@@ -113,6 +124,7 @@ MUTANTS = [
                 "return [packed[a:b + 1] for a, b in zip(bounds, bounds[1:])]",
             )
         ],
+        mistake_zh="解包时把终点当作闭区间",
     ),
     Mutant(
         "pack_sequences",
@@ -124,5 +136,6 @@ MUTANTS = [
                 "if s.dim() != 3:",
             )
         ],
+        mistake_zh="给什么就打包什么，不检查形状",
     ),
 ]

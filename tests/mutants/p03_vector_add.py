@@ -8,6 +8,7 @@ MUTANTS = [
         "no_store_mask",
         "stores the whole last block, past the end of the output",
         [("tl.store(out_ptr + offsets, x + y, mask=mask)", "tl.store(out_ptr + offsets, x + y)")],
+        mistake_zh="存储整个最后一块，写越过了输出的末尾",
     ),
     Mutant(
         "vector_add",
@@ -19,30 +20,35 @@ MUTANTS = [
                 'grid = lambda meta: (max(1, n // meta["BLOCK_SIZE"]),)',
             )
         ],
+        mistake_zh="只启动 n // BLOCK_SIZE 个程序实例，尾部从未计算",
     ),
     Mutant(
         "vector_add",
         "offsets_without_program_id",
         "every program works on the first block",
         [("offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)", "offsets = tl.arange(0, BLOCK_SIZE)")],
+        mistake_zh="每个程序实例都处理第一个块",
     ),
     Mutant(
         "vector_add",
         "no_shape_check",
         "launches on mismatched inputs",
         [("if x.shape != y.shape or x.dtype != y.dtype or x.device != y.device:", "if x.device != y.device:")],
+        mistake_zh="输入形状不匹配也照样启动",
     ),
     Mutant(
         "matrix_add",
         "swapped_strides",
         "passes the strides of x in the wrong order",
         [("x.stride(0), x.stride(1), y.stride(0)", "x.stride(1), x.stride(0), y.stride(0)")],
+        mistake_zh="以错误的顺序传入 x 的步长",
     ),
     Mutant(
         "matrix_add",
         "assumes_contiguous",
         "addresses y as if it were row-major contiguous",
         [("y.stride(0), y.stride(1), out.stride(0)", "N, 1, out.stride(0)")],
+        mistake_zh="把 y 当作行主序连续张量来寻址",
     ),
     Mutant(
         "matrix_add",
@@ -54,12 +60,14 @@ MUTANTS = [
                 "mask = (rows[:, None] < M) & (cols[None, :] < BLOCK_N)",
             )
         ],
+        mistake_zh="只对分块的行加了掩码，没有对列加",
     ),
     Mutant(
         "vector_add",
         "no_load_mask",
         "masks the store but loads x unmasked, reading past the end of x in the last block",
         [("x = tl.load(x_ptr + offsets, mask=mask, other=0.0)", "x = tl.load(x_ptr + offsets)")],
+        mistake_zh="store 有掩码，加载 x 时却没有，最后一块读越过了 x 的末尾",
     ),
     Mutant(
         "matrix_add",
@@ -71,6 +79,7 @@ MUTANTS = [
                 "y = tl.load(y_ptr + rows[:, None] * stride_ym + cols[None, :] * stride_yn)",
             )
         ],
+        mistake_zh="store 有掩码，加载 y 时却没有，边缘分块在两个方向上都读越过了 y 的边缘",
     ),
     Mutant(
         "matrix_add",
@@ -82,11 +91,13 @@ MUTANTS = [
                 "x = tl.load(x_ptr + rows[:, None] * stride_xm + cols[None, :] * stride_xn, mask=rows[:, None] < M, other=0.0)",
             )
         ],
+        mistake_zh="加载 x 时只用了行掩码，读越过了 x 的最后一列",
     ),
     Mutant(
         "vector_add",
         "adds_in_torch",
         "torch.add computes the result and no kernel runs",
         [("add_kernel[grid](x, y, out, n, BLOCK_SIZE=block_size)", "torch.add(x, y, out=out)")],
+        mistake_zh="用 torch.add 计算结果，根本没有运行内核",
     ),
 ]
