@@ -1,4 +1,4 @@
-"""The command line: lint, run, progress, doctor, bench, build, mutate, site."""
+"""The command line: lint, run, progress, doctor, bench, build, mutate, site, prebuild-cuda."""
 
 from __future__ import annotations
 
@@ -181,6 +181,22 @@ def cmd_site(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_prebuild_cuda(args: argparse.Namespace) -> int:
+    from .grading.prebuild_cuda import prebuild
+    from .paths import is_lesson_path, lesson_notebooks
+
+    notebooks = []
+    for given in args.paths or [Path(".")]:
+        if given.is_dir():
+            notebooks += [nb for nb in lesson_notebooks() if nb.resolve().is_relative_to(given.resolve())]
+        elif is_lesson_path(given):
+            notebooks.append(given)
+        else:
+            print(f"prebuild-cuda: {given} is not a lesson notebook or a folder of them")
+            return 2
+    return 1 if prebuild(notebooks, args.jobs) else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m llm_algo", description="LLM Algo Lab: lessons, grading and tools")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -233,6 +249,14 @@ def main(argv: list[str] | None = None) -> int:
     site = commands.add_parser("site", help="build the course website (static HTML) from the notebooks")
     site.add_argument("--out", type=Path, help="the folder to write (default site/, ignored by git)")
     site.set_defaults(func=cmd_site)
+    prebuild = commands.add_parser(
+        "prebuild-cuda",
+        help="(maintainers, on a GPU machine) build every CUDA C++ extension of these lessons and their mutants in "
+        "parallel, so that a self-check only loads them",
+    )
+    prebuild.add_argument("paths", nargs="*", type=Path, help="notebooks or folders (default: every lesson)")
+    prebuild.add_argument("--jobs", type=int, default=8, help="builds at once (default 8)")
+    prebuild.set_defaults(func=cmd_prebuild_cuda)
     args = parser.parse_args(argv)
     return args.func(args)
 

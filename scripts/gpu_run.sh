@@ -19,6 +19,14 @@ export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null
 python3 -m llm_algo doctor 2>&1 | grep -v "^  p0" | head -14
 if [[ -n "${1:-}" ]]; then
+  echo "=== prebuild-cuda $1"
+  # Every CUDA C++ extension of these lessons and their mutants, 8 builds at a time: the self-check then only loads
+  # them (a lesson's C++ mutants would otherwise build one after another in its grading process).
+  start=$SECONDS
+  # shellcheck disable=SC2086
+  python3 -m llm_algo prebuild-cuda --jobs 8 $1 >"$OUT/prebuild.log" 2>&1
+  echo "exit $? in $((SECONDS - start)) s"
+  tail -3 "$OUT/prebuild.log"
   echo "=== self-check $1"
   # shellcheck disable=SC2086  # $1 is a list of paths or globs
   timeout "${3:-400}" python3 -m pytest -q -p no:cacheprovider --self-check --grading-jobs 8 -p no:xdist $1 \
