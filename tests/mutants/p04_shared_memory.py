@@ -21,6 +21,31 @@ MUTANTS = [
     ),
     Mutant(
         "tiled_matmul_sim",
+        "divergent_barrier",
+        "synchronises only the threads whose (row, col) is inside C: in an edge block the barrier after the loads is "
+        "reached by some threads only",
+        [
+            (
+                "        cuda.syncthreads()  # the tiles are complete\n",
+                "        if row < M and col < N:\n            cuda.syncthreads()  # the tiles are complete\n",
+            )
+        ],
+        mistake_zh="只有 (row, col) 落在 C 内的线程执行装载后的 cuda.syncthreads()：边缘 block 里只有部分线程到达这个屏障",
+    ),
+    Mutant(
+        "tiled_matmul_sim",
+        "a_tile_stored_transposed",
+        "stores the A tile transposed (As[tx, ty]) and reads As[j, ty]: right values, but the lanes of a warp store "
+        "a whole tile row apart, into the same banks (2-way at TILE = 8, 32-way at TILE = 32)",
+        [
+            ("As[ty, tx] = A[row, ka]", "As[tx, ty] = A[row, ka]"),
+            ("acc += As[ty, j] * Bs[j, tx]", "acc += As[j, ty] * Bs[j, tx]"),
+        ],
+        mistake_zh="把 A 的 tile 转置存放（As[tx, ty]）再读 As[j, ty]：数值正确，但一个 warp 的各 lane 相隔整整一行写入，"
+        "落在同一个 bank（TILE = 8 时 2 路冲突，TILE = 32 时 32 路）",
+    ),
+    Mutant(
+        "tiled_matmul_sim",
         "no_k_bound_on_loads",
         "loads A and B without the K bound: the last partial tile reads past the end of a row of A",
         [
