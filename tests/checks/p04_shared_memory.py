@@ -444,6 +444,37 @@ def cuda_sizes_that_are_not_tile_multiples(ex):
                 )
 
 
+@checks("sgemm_cuda", requires_cuda=True, requires_gpu_memory_gib=13)
+def cuda_c_with_more_than_2_31_elements(ex):
+    """matmul_tiled_out and sgemm_out into a NaN-filled C of 50000 x 50000 (2.5e9 elements, past 2^31; 9.3 GiB) with
+    K = 8: the first rows, the rows around element 2^31 (row 42949) and the last rows against float64 (the lesson's
+    64-bit offsets; needs a GPU with 13 GiB)"""
+    module = ex.load_sgemm()
+    M = N = 50_000
+    K = 8
+    A, B = cuda_operands(M, N, K)
+    out = torch.empty(M, N, device="cuda")
+    rows = [(0, 4), (2**31 // N - 3, 2**31 // N + 4), (M - 4, M)]
+    try:
+        with true_fp32():
+            for name in FUNCTIONS:
+                out.fill_(float("nan"))
+                getattr(module, f"{name}_out")(A, B, out)
+                torch.cuda.synchronize()
+                for lo, hi in rows:
+                    expect_close(
+                        out[lo:hi].cpu(),
+                        cuda_reference(A[lo:hi], B),
+                        baseline=(A[lo:hi] @ B).cpu(),
+                        input=f"{name}_out: A ({M}, {K}), B ({K}, {N}), out a NaN-filled ({M}, {N}), rows [{lo}, {hi})",
+                        hint="64-bit offsets: C[static_cast<int64_t>(row) * N + col] (row * N in int overflows past "
+                        "2^31 elements: those rows stay NaN, the stores land elsewhere)",
+                    )
+    finally:
+        del out
+        torch.cuda.empty_cache()
+
+
 @checks("sgemm_cuda", requires_cuda=True, gate=True)
 def cuda_out_windows_of_nan_buffers(ex):
     """matmul_tiled_out and sgemm_out with A, B windows of NaN-filled buffers (a read past the window brings NaN in)

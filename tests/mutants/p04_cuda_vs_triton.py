@@ -175,4 +175,17 @@ MUTANTS = [
         "no contiguity check: a transposed input is read as if it were row-major",
         [('TORCH_CHECK(x.is_contiguous(), "rmsnorm_cuda: x must be contiguous (call .contiguous() first)");', "")],
     ),
+    Mutant(
+        "rmsnorm_cuda",
+        "no_barrier_before_inv_rms",
+        "no __syncthreads() between warp 0's store of inv_rms and the other warps' read of it: they scale by a "
+        "stale value",
+        [
+            (
+                "    __syncthreads();\n    const float inv_rms = inv_rms_shared;",
+                "    const float inv_rms = inv_rms_shared;",
+            )
+        ],
+        mistake_zh="warp 0 写入 inv_rms 与其他 warp 读取它之间没有 __syncthreads()：它们用旧值做缩放",
+    ),
 ]
