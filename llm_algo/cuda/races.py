@@ -193,20 +193,24 @@ def divergent_barriers(threads: dict[tuple, tuple[int, int]], block_dim: tuple[i
 
 def first_race(log: SharedAccessLog, start: int = 0) -> str | None:
     """Two threads of a block touching one element between the same two barriers, one of them writing (accesses from
-    `start` on: one launch's)."""
+    `start` on: one launch's). The same race is named whatever order the threads ran in: the first block, barrier
+    interval and element (in the array's order) with one, its lowest writing thread and the lowest other thread."""
     touches: dict[tuple, list[Access]] = defaultdict(list)
     for access in log.accesses[start:]:
-        touches[(access.block, access.address, access.epoch)].append(access)
-    for (block, _, epoch), accesses in touches.items():
-        writer = next((a for a in accesses if a.write), None)
-        if writer is None:
+        touches[(access.block, access.epoch, access.name, access.index, access.address)].append(access)
+    for block, epoch, name, index, _ in sorted(touches, key=lambda key: key[:4]):
+        accesses = touches[(block, epoch, name, index, _)]
+        writers = sorted(a.thread[::-1] for a in accesses if a.write)
+        if not writers:
             continue
-        other = next((a for a in accesses if a.thread != writer.thread), None)
-        if other is not None:
-            element = f"{writer.name}[{', '.join(map(str, writer.index))}]"
+        writer = writers[0][::-1]
+        others = sorted((a.thread[::-1], not a.write) for a in accesses if a.thread != writer)
+        if others:
+            other, reads = others[0][0][::-1], others[0][1]
+            element = f"{name}[{', '.join(map(str, index))}]"
             return (
-                f"block {block[:2]}: thread {writer.thread[:2]} writes {element} and thread {other.thread[:2]} "
-                f"{'writes' if other.write else 'reads'} it between barrier {epoch} and barrier {epoch + 1}"
+                f"block {block[:2]}: thread {writer[:2]} writes {element} and thread {other[:2]} "
+                f"{'reads' if reads else 'writes'} it between barrier {epoch} and barrier {epoch + 1}"
             )
     return None
 
