@@ -44,7 +44,7 @@ def build() -> LessonBuilder:
         - **时间模型**：拷贝延迟 $L$、计算 $C$、$n$ 个 tile：串行 $n(L+C)$；$S$ 级流水线 $L + \max\big(nC,\ qL + (r+1)C\big)$，其中 $q, r = \operatorname{divmod}(n-1, S-1)$；$L \le (S-1)C$ 时变为计算受限的 $L + nC$。
         - **规模**：H200 HBM3e 4.8 TB/s、每 SM 最多 228 KB 共享内存；Little 定律：在途字节 = 带宽 × 延迟，几百纳秒 × 4.8 TB/s ≈ 每 SM 十几 KB，决定 stage 数与 tile 大小。
         - **实测（H200，一次运行，`python -m llm_algo bench p04.async_copy`）**：4096³ fp32（关闭 TF32），`cp.async` 三级环形缓冲 32.7 TFLOP/s，同样分块的同步加载版本 30.7（流水线只快 1.07 倍），cuBLAS 51.2（本节内核为其 0.64 倍）。收益小的可能原因：同步版本每个 SM 已有 4 个 block 轮流执行、数据多来自 L2，暴露的延迟本就不多。
-        - **易错点**：wait 的计数错（多放行一组就读到未到达的数据，`wait 0` 正确但排空流水线）、覆盖缓冲前缺 barrier、读错 stage、预取到正在计算的槽、尾部不提交空组、16 字节拷贝未对齐。
+        - **易错点**：wait 的计数错（多放行一组就读到未到达的数据，`wait 0` 正确但排空流水线）、覆盖缓冲前缺 barrier、barrier 只让 C 内的线程执行（只有部分线程到达）、读错 stage、预取到正在计算的槽、尾部不提交空组、16 字节拷贝未对齐。
         - **生产实现**：CUTLASS `kStages`、Triton `num_stages`、FlashAttention-2；Hopper 上由 TMA + mbarrier（以及 warp 专用化的生产者/消费者）接替。
     """)
     lesson.md(r"""
@@ -370,10 +370,11 @@ def build() -> LessonBuilder:
         Loads are 0 outside the matrices, `row = blockIdx.y * TILE + threadIdx.y`, `col = blockIdx.x * TILE +
         threadIdx.x`, the store is guarded. The launcher `double_buffered_matmul_sim(A, B)` checks its inputs (`TypeError`
         for anything but float32 NumPy arrays, `ValueError` for arrays that are not 2-D or whose inner dimensions differ) and launches
-        $(\lceil N/T \rceil, \lceil M/T \rceil)$ blocks of $(T, T)$ threads (none for an empty $C$). A check replays
-        every shared-memory access your kernel makes and fails on two threads touching the same element between the
-        same two barriers (one of them writing): a **data race**, found whatever order the threads happened to run in.
-        It also counts the barriers: at most $\lceil K/T \rceil + 1$ per thread.
+        $(\lceil N/T \rceil, \lceil M/T \rceil)$ blocks of $(T, T)$ threads (none for an empty $C$). Every launch in
+        the simulator replays the shared-memory accesses your kernel makes and fails on two threads touching the same
+        element between the same two barriers (one of them writing): a **data race**, found whatever order the threads
+        happened to run in; and on a block whose threads passed different numbers of barriers. A check also counts the
+        barriers: at most $\lceil K/T \rceil + 1$ per thread.
     """)
     lesson.exercise(
         "double_buffer_sim",
@@ -733,7 +734,8 @@ def build() -> LessonBuilder:
         pipelining rule), the prefetch into slot $t \bmod S$ (the tile being computed). In the closed form: the
         synchronous $n(L + C)$, $S$ instead of $S - 1$ tiles in flight, a forgotten fill latency. In the simulator:
         one buffer with one barrier (a race the detector finds), the barrier after the prefetch instead of before
-        it, tile $t+1$ loaded into buffer $t \bmod 2$, the K bound missing on the prefetch. In C++: waiting for
+        it, tile $t+1$ loaded into buffer $t \bmod 2$, the K bound missing on the prefetch, the barrier only for the
+        threads inside $C$ (a barrier only some threads of an edge block reach). In C++: waiting for
         `STAGES - 1` groups, no barrier, computing on slot $(t + 1) \bmod$ `STAGES`, prefetching into the slot being
         computed, no zero-fill at the tails, PTX's `src_size` passed where `__pipeline_memcpy_async` wants the bytes to
         zero, and no alignment check. On a real GPU a hazard is a race: the WAR mistakes give wrong answers only

@@ -93,9 +93,14 @@ def build() -> LessonBuilder:
 
         On a machine without a GPU you can still run CUDA kernels, slowly: numba-cuda's **simulator**
         (`NUMBA_ENABLE_CUDASIM=1`, switched on by `llm_algo.cuda.simulator`) runs every thread of a block as a Python
-        thread. Shared memory, `cuda.syncthreads()` and atomics behave as on the GPU, and an index past the end of an
-        array raises `IndexError` instead of silently corrupting memory. Keep grids to a few hundred threads. The
-        dictionary from CUDA C++:
+        thread, and the blocks one after another. Shared memory, `cuda.syncthreads()` and atomics compute what they would
+        on the GPU, and an index past the end of an array raises `IndexError` instead of silently corrupting memory.
+        Where the simulator is laxer than a GPU, `llm_algo.cuda.simulator` makes every launch strict: a
+        `cuda.syncthreads()` that only some threads of a block reach (inside a branch, or after an early `return`), or
+        two threads touching one shared-memory element between the same two barriers with one of them writing (a
+        race), fails the launch with the block and the threads, whatever order the Python threads happened to run in.
+        The simulator has no warps, so no warp shuffles (`p04.warp_primitives` models them). Keep grids to a few hundred
+        threads. The dictionary from CUDA C++:
 
         | CUDA C++ | numba-cuda |
         | --- | --- |

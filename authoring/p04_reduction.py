@@ -41,7 +41,7 @@ def build() -> LessonBuilder:
         - **跨 block**：block 之间不能同步。两遍归约：第一遍每个 block 写一个 partial，第二遍再归约 partial（结果确定）；或者每个 block 用一次 `atomicAdd`（单遍，但浮点加法顺序不确定）。
         - **原子操作**：同一地址上的 atomic 是串行的：每个线程一次 atomic 就是 $T \cdot G$ 次串行加法；先在 block 内归约，只做 $G$ 次。
         - **精度**：float32 累加误差随加法链长度增长；树形/分块求和的误差约为 $O(\log n)\,\varepsilon$，顺序累加约为 $O(n)\,\varepsilon$。
-        - **易错点**：漏 `__syncthreads()`、树的循环少做一步（`s > 32`）、shuffle 从 8 开始、只做一遍就返回 `partial[0]`、非原子的 `out += v`、加载越界（`i <= n`）、按 $n$ 而不是 partial 的个数决定 block 数。
+        - **易错点**：漏 `__syncthreads()`、把 `__syncthreads()` 放进 `if t < stride:`（只有部分线程到达的屏障）、用交错寻址 `2*s*t`（bank 冲突）、树的循环少做一步（`s > 32`）、shuffle 从 8 开始、只做一遍就返回 `partial[0]`、非原子的 `out += v`、加载越界（`i <= n`）、按 $n$ 而不是 partial 的个数决定 block 数。
     """)
     lesson.md(r"""
         ## 1. Why a reduction is not an elementwise kernel
@@ -150,8 +150,11 @@ def build() -> LessonBuilder:
         `shared[t]`, then the tree with sequential addressing, then thread 0 writes `partial[b]`. The launcher
         `sum_two_pass_sim` reduces $x$ to $\lceil n / 2T \rceil$ partials, then reduces the partials the same way, and so
         on until one value is left (for the sizes here, two passes), and returns it as a float32 array of shape `(1,)`.
-        In the simulator a missing `cuda.syncthreads()` gives a wrong sum: threads run ahead and read shared values their
-        partners have not written yet.
+        In the simulator a missing `cuda.syncthreads()` fails the launch as a race (every launch traces its shared memory:
+        a thread reading a value its partner writes between the same two barriers is found whatever order the threads
+        ran in), and so does a barrier that only some threads reach, such as one inside `if t < stride:` (on a GPU it
+        hangs or pairs up the wrong barriers; the simulator alone would wait only for the threads still running). A check
+        also replays each warp's shared loads and stores as bank wavefronts: sequential addressing is conflict-free.
     """)
     lesson.exercise(
         "block_sum_sim",
@@ -467,8 +470,10 @@ def build() -> LessonBuilder:
         zeroed scalar.
 
         **The mistakes the checks catch** (the mutants in `tests/mutants/p04_reduction.py`). In the simulator: no
-        barrier between the steps of the tree (threads read partners' values before they are written), a loop that
-        stops one step early (`stride > 1`), the second load unguarded (reads past $n$), a single pass that returns the
+        barrier between the steps of the tree or between the store and the tree (threads read partners' values before
+        they are written: a race the strict launch reports), the tree's barrier inside `if t < stride:` (a barrier only
+        some threads reach), Harris's interleaved strided index `2 * stride * t` (the right sum with bank conflicts, found
+        by replaying each warp's accesses), a loop that stops one step early (`stride > 1`), the second load unguarded (reads past $n$), a single pass that returns the
         first partial, a plain `out[0] += value` instead of an atomic, a grid-stride step of one block (elements counted
         by several blocks), `value = x[i]` instead of `+=`. In C++: no barrier between the store to shared memory and
         the tree (a race: on a GPU it gives wrong sums on most runs, not all — which is what makes races dangerous), a

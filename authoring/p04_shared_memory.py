@@ -44,7 +44,7 @@ def build() -> LessonBuilder:
         - **Bank 冲突**：共享内存有 32 个 bank，每个 4 字节宽，地址 $a$ 属于 bank $(a/4) \bmod 32$；一个 warp 的一次访问需要的 wavefront 数 = 各 bank 中不同 4 字节字的最大个数（同一个字是广播，不冲突）。步长为 $s$ 个字时是 $\gcd(s, 32)$。
         - **Padding**：转置读 `tile[lane][c]` 在 `[32][32]` 上是 32 路冲突，`[32][33]` 后每行错开一个 bank，变为无冲突；padding 的大小取决于访问模式（本课 SGEMM 的转置写入需要 +4）。
         - **寄存器分块**：每个线程计算 $8\times 8$ 个输出，每读 16 个共享内存值做 64 次 FMA；线程负责的行列按 16 的步长交错，避免 4 路冲突。
-        - **易错点**：少一个 barrier、越界不填 0、grid 的 x/y 对应反了、tile 下标写反、padding 不够、条件分支里放 barrier、把 TF32 的 cuBLAS 当作 fp32 基准。
+        - **易错点**：少一个 barrier、越界不填 0、grid 的 x/y 对应反了、tile 下标写反、padding 不够、A 的 tile 转置存放（bank 冲突）、条件分支里放 barrier（只有部分线程到达）、把 TF32 的 cuBLAS 当作 fp32 基准。
     """)
     lesson.md(r"""
         ## 1. Why the naive kernel is slow
@@ -123,8 +123,9 @@ def build() -> LessonBuilder:
     lesson.md(r"""
         ## 2. Exercise `tiled_matmul_sim`: the tiled kernel in the simulator
 
-        The simulator runs every thread of a block as a Python thread, with real barriers: a missing `cuda.syncthreads()`
-        gives wrong results here too. `cuda.shared.array((TILE, TILE), dtype=np.float32)` declares a shared array (its
+        The simulator runs every thread of a block as a Python thread, with real barriers, and every launch is strict: a
+        missing `cuda.syncthreads()` (two threads touching one shared element between the same barriers, one writing) or
+        a barrier that only some threads reach fails the launch, whatever order the threads ran in. `cuda.shared.array((TILE, TILE), dtype=np.float32)` declares a shared array (its
         shape must be a constant: `TILE` is a global), `cuda.threadIdx.x/.y` and `cuda.blockIdx.x/.y` locate the thread.
         Use **x for columns and y for rows**, as the C++ kernel will: `col = blockIdx.x * TILE + threadIdx.x`,
         `row = blockIdx.y * TILE + threadIdx.y`, so that neighbouring threads of a warp touch neighbouring columns.
@@ -133,7 +134,9 @@ def build() -> LessonBuilder:
         `tiled_matmul_sim`, which checks its inputs (2-D float32 NumPy arrays with matching inner dimensions; raise
         `TypeError`/`ValueError` otherwise), allocates $C$ and launches a grid of
         $(\lceil N/T \rceil, \lceil M/T \rceil)$ blocks of $(T, T)$ threads — grid and block as `(x, y)` tuples, x
-        first. A check counts the reads of $A$ and $B$ your kernel makes: each element once per block that needs it.
+        first. A check counts the reads of $A$ and $B$ your kernel makes: each element once per block that needs it;
+        another runs your kernel with `TILE = 8` (two warps per block) and replays each warp's shared loads and stores
+        as bank wavefronts (section 4): every one must be a single wavefront.
     """)
     lesson.exercise(
         "tiled_matmul_sim",
@@ -694,7 +697,9 @@ def build() -> LessonBuilder:
         of $A$ or $B$, which keeps the global reads coalesced.
 
         **The mistakes the checks catch** (the mutants in `tests/mutants/p04_shared_memory.py`): a missing first or
-        second barrier (stale or overwritten tiles), loads without the K bound (reading past a row of $A$: an
+        second barrier (stale or overwritten tiles: a race), the first barrier only for threads inside $C$ (a barrier
+        only some threads of an edge block reach), the $A$ tile stored transposed `As[tx, ty]` and read `As[j, ty]`
+        (right values, a 2-way bank conflict at `TILE = 8` and 32-way at 32), loads without the K bound (reading past a row of $A$: an
         `IndexError` in the simulator, wrong values on the GPU), a naive kernel that reads $A$ and $B$ from global
         memory in its inner loop (correct, and TILE times the reads: the counting check), a grid with x and y swapped,
         `Bs[tx, j]` for `Bs[j, tx]`; for the counter, counting lanes instead of distinct words (no broadcast), byte

@@ -88,6 +88,10 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "needs a CUDA GPU of compute capability {need}+; this machine's is {have}",
         "zh": "需要计算能力 {need}+ 的 CUDA GPU；本机为 {have}",
     },
+    "needs GPU memory": {
+        "en": "needs a CUDA GPU with {need} GiB of memory or more; this machine's has {have} GiB",
+        "zh": "需要显存至少 {need} GiB 的 CUDA GPU；本机为 {have} GiB",
+    },
     "needs compiled Triton": {
         "en": "needs Triton compiled on a GPU of compute capability 8.0+; here kernels run in the interpreter",
         "zh": "需要在计算能力 8.0+ 的 GPU 上编译运行 Triton；本机的算子在解释器中运行",

@@ -45,6 +45,7 @@ class CheckSpec:
     restriction: Restriction | None = field(default=None, repr=False, compare=False)  # see Checks.restrict
     requires_compiled: bool = False  # shapes only compiled Triton grades in time: skipped under the interpreter
     requires_capability: tuple[int, int] | None = None  # where there is a CUDA GPU: at least this capability
+    requires_gpu_memory_gib: float | None = None  # where there is a CUDA GPU: at least this much memory (GiB)
     in_place: frozenset[str] = frozenset()  # arguments the exercise's contract changes in place (Checks.in_place)
 
     @property
@@ -73,11 +74,13 @@ class Checks:
         requires_capability: tuple[int, int] | None = None,
         hint: str = "",
         gate: bool = False,
+        requires_gpu_memory_gib: float | None = None,
     ) -> Callable:
         """Register a check of `exercise`. `requires_cuda`: needs a CUDA GPU; `requires_compiled`: needs Triton
         compiled (not the interpreter); `requires_capability=(8, 9)`: on a machine with a CUDA GPU, that GPU must have
         at least this compute capability (a CPU runs the check, in Triton's interpreter; add requires_cuda for a check
-        that needs a GPU anyway). Where the machine lacks it, the check reads *needs a GPU*, never passed."""
+        that needs a GPU anyway); `requires_gpu_memory_gib=30`: the GPU must have at least that much memory (a
+        check of more than 2^31 elements). Where the machine lacks it, the check reads *needs a GPU*, never passed."""
         malformed = requires_capability is not None and (
             len(requires_capability) != 2 or not all(isinstance(v, int) for v in requires_capability)
         )
@@ -100,6 +103,7 @@ class Checks:
                     restriction,
                     requires_compiled,
                     tuple(requires_capability) if requires_capability is not None else None,
+                    requires_gpu_memory_gib,
                     self.in_place_args.get(exercise, frozenset()),
                 )
             )

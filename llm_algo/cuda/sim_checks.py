@@ -80,3 +80,33 @@ def as_float32_result(value, shape: tuple[int, ...], *, input: str, hint: str):
         hint=hint,
     )
     return torch.from_numpy(value)
+
+
+def expect_no_bank_conflicts(log, *, input: str, hint: str, start: int = 0) -> None:
+    """Every warp-wide shared-memory access of a traced launch (`llm_algo.cuda.races.tracing_shared_memory`) is one
+    wavefront: no two lanes of a warp ask one bank for different words. The wavefronts are replayed from the addresses
+    the simulated threads touched (`races.warp_wavefronts`): the layout the kernel's index expressions produce, not
+    what the kernel says about itself."""
+    from .races import warp_wavefronts
+
+    accesses = warp_wavefronts(log, start)
+    expect(
+        bool(accesses),
+        "the kernel made no shared-memory access",
+        input=input,
+        expected="loads and stores through cuda.shared.array",
+        got="none traced",
+        hint=hint,
+    )
+    worst = max(accesses, key=lambda access: access.wavefronts)
+    lanes = sorted(worst.lanes.items())[:6]
+    shown = ", ".join(f"lane {lane}: {worst.name}[{', '.join(map(str, index))}]" for lane, index in lanes)
+    expect(
+        worst.wavefronts == 1,
+        "a warp's shared-memory access has bank conflicts",
+        input=input,
+        expected="1 wavefront for every warp-wide load and store (32 banks of 4 bytes; lanes that read one word share it)",
+        got=f"{worst.wavefronts} wavefronts: warp {worst.warp} of block {worst.block} "
+        f"{'stores' if worst.write else 'reads'} {worst.name} at line {worst.line} of the kernel's cell ({shown}, ...)",
+        hint=hint,
+    )

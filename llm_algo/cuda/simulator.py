@@ -8,11 +8,23 @@
         if i < out.shape[0]:
             out[i] = a[i] + b[i]
 
-The simulator runs each thread of a block as a Python thread: `threadIdx`, `blockIdx`, shared memory,
-`syncthreads`, atomics and warp shuffles behave as on a GPU (a missing `syncthreads` can race; an index past the end
-of an array raises IndexError instead of silently corrupting memory), only slowly — keep grids to a few hundred
-threads. Arrays are NumPy arrays (`tensor.numpy()`). Twins run in the simulator on every machine, a GPU one included,
-so that their verdicts do not depend on the hardware; the C++ exercises are what runs on the GPU.
+The simulator runs each thread of a block as a Python thread, and the blocks of a grid one after another:
+`threadIdx`, `blockIdx`, shared memory, `syncthreads` and atomics compute what they would on a GPU (an index past the
+end of an array raises IndexError instead of silently corrupting memory), only slowly — keep grids to a few hundred
+threads. It is laxer than the hardware in three ways, and this module makes up for two of them:
+
+- its `syncthreads()` waits only for the threads still running, so a barrier inside a branch that only some threads
+  take (or after an early `return`) passes; on a GPU that hangs or mixes barriers;
+- a missing `syncthreads()` races only when Python happens to switch threads at the wrong moment;
+- it has no warp shuffles (`shfl_*_sync`) and no warps at all: every thread runs on its own.
+
+Every launch is therefore strict (`llm_algo.cuda.races.install_strict_launches`): it counts each thread's barriers
+and traces shared memory, and raises `SimulatorHazard` when the threads of a block passed different numbers of
+barriers or two threads touched one shared element between the same two barriers, one of them writing — whatever
+order the threads ran in. Shuffles are taught on a lane-level model in plain PyTorch (`p04.warp_primitives`) and in
+CUDA C++, not in the simulator. Arrays are NumPy arrays (`tensor.numpy()`). Twins run in the simulator on every
+machine, a GPU one included, so that their verdicts do not depend on the hardware; the C++ exercises are what runs on
+the GPU.
 """
 
 from __future__ import annotations
@@ -44,6 +56,9 @@ def _numba_cuda():
             "numba-cuda is not installed: `pip install -r requirements/cpu.txt` (or install.py) installs it"
         ) from exc
     _serialize_shared_allocation()
+    from .races import install_strict_launches
+
+    install_strict_launches()
     return cuda
 
 

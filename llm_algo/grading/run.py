@@ -124,6 +124,13 @@ def run_check(spec: CheckSpec, namespace: dict, lesson_name: str, *, triton: boo
         need = ".".join(map(str, spec.requires_capability))
         have = ".".join(map(str, capability))
         return CheckResult(outcome=Outcome.NEEDS_GPU, summary=t("needs capability", need=need, have=have), **common)
+    if spec.requires_gpu_memory_gib is not None and device_policy.policy().has_cuda:
+        import torch
+
+        have_gib = torch.cuda.get_device_properties(0).total_memory / 2**30
+        if have_gib < spec.requires_gpu_memory_gib:
+            need, have = f"{spec.requires_gpu_memory_gib:g}", f"{have_gib:.0f}"
+            return CheckResult(outcome=Outcome.NEEDS_GPU, summary=t("needs GPU memory", need=need, have=have), **common)
     seed_everything(seed_for(spec))
     start = time.perf_counter()
     with (

@@ -4,9 +4,10 @@ the learner's schedule event by event; an event simulation of the canonical S-st
 `torch.matmul`; a replay of every shared-memory access the simulator kernel makes between barriers.
 
 The schedule and timing exercises are pure Python. The simulator exercise runs in numba-cuda's simulator; while a
-check traces it, `cuda.shared.array` returns arrays that log each element access with the thread and the number of
-barriers that thread has passed, so two threads touching one element between the same two barriers (one writing) are
-found whatever order the Python threads ran in. The CUDA C++ exercise's checks need a GPU (`requires_cuda=True`): on
+launch is strict (`llm_algo.cuda.races`): `cuda.shared.array` returns arrays that log each element access with the
+thread and the number of barriers that thread has passed, so two threads touching one element between the same two
+barriers (one writing) fail the launch whatever order the Python threads ran in, and so do threads of a block that
+passed different numbers of barriers. The CUDA C++ exercise's checks need a GPU (`requires_cuda=True`): on
 a CPU they read *needs a GPU*, never passed; they compare with TF32 off and hand `async_matmul_out` windows of
 NaN-filled buffers."""
 
@@ -20,7 +21,7 @@ import torch
 from llm_algo.bench import flops_row
 from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
 from llm_algo.check.restrictions import MATMUL
-from llm_algo.cuda.races import first_race, tracing_shared_memory
+from llm_algo.cuda.races import tracing_shared_memory
 from llm_algo.cuda.sim_checks import quick_switching, recording, simulate
 from llm_algo.cuda.sim_matmul import (
     as_result,
@@ -541,30 +542,12 @@ def sim_no_races_one_barrier_per_step(ex):
                 hint=HINT_EDGES,
                 outside="outside A, B and C",
             )
-        race = first_race(log)
+        counts = {passed for _, passed in log.threads.values()}  # every thread's barriers (equal: the launch says)
         expect(
-            race is None,
-            "a data race on shared memory",
-            input=label,
-            expected="between two barriers, each shared element written by at most one thread and then read only by it",
-            got=race or "",
-            hint="with one barrier per step, step t may write only the buffer that step t - 1 did not read: "
-            + HINT_BUFFERS,
-        )
-        counts = set(log.barriers.values())
-        expect(
-            len(log.barriers) == grid[0] * grid[1] * TILE_SIM * TILE_SIM or not log.barriers,
-            "some threads pass no barrier while others do",
-            input=label,
-            expected="every thread of every block reaches the same barriers",
-            got=f"{len(log.barriers)} of {grid[0] * grid[1] * TILE_SIM * TILE_SIM} threads passed a barrier",
-            hint="never put cuda.syncthreads() inside a branch that only some threads take",
-        )
-        expect(
-            len(counts) <= 1 and max(counts, default=0) <= tiles + 1,
+            max(counts, default=0) <= tiles + 1,
             "not one barrier per step",
             input=label,
-            expected=f"the same count for every thread, at most {tiles + 1} ({tiles} tiles + 1)",
+            expected=f"at most {tiles + 1} barriers per thread ({tiles} tiles + 1)",
             got=f"barriers per thread: {sorted(counts)}",
             hint="double buffering needs one cuda.syncthreads() per tile: the second barrier of the single-buffer "
             "kernel is what the second buffer saves",

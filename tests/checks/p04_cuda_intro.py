@@ -362,6 +362,43 @@ def cuda_grid_stride_into_guarded_windows(ex):
             )
 
 
+@checks("vector_add_cuda", requires_cuda=True, requires_gpu_memory_gib=40)
+def cuda_more_than_2_31_elements(ex):
+    """n = 2^31 + 4099 (8 GiB a tensor): add_into with one thread per element (ceil(n / 256) blocks, so
+    blockIdx.x * blockDim.x passes 2^31) into a NaN-filled out, and vector_add; the first elements, those around index
+    2^31 and the last, against float64 (the lesson's 64-bit indices; needs a GPU with 40 GiB)"""
+    module = ex.load_vector_add()
+    n = 2**31 + 4099
+    a = torch.empty(n, device="cuda").normal_()
+    b = torch.empty(n, device="cuda").normal_()
+    windows = [(0, 4096), (2**31 - 4096, 2**31 + 4096), (n - 4096, n)]
+    wanted = [(a[lo:hi].double() + b[lo:hi].double()).cpu() for lo, hi in windows]
+    baselines = [(a[lo:hi] + b[lo:hi]).cpu() for lo, hi in windows]
+    blocks = -(-n // 256)
+
+    def compare(got: torch.Tensor, name: str) -> None:
+        for (lo, hi), want, baseline in zip(windows, wanted, baselines, strict=True):
+            expect_close(
+                got[lo:hi].cpu(),
+                want,
+                baseline=baseline,
+                input=f"{name}, a and b ({n},) = 2^31 + 4099 float32, elements [{lo}, {hi})",
+                hint="64-bit indices: int64_t start = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x (an "
+                "int index wraps to a negative one past 2^31 - 1, and the element it should write stays NaN)",
+            )
+
+    out = torch.full((n,), float("nan"), device="cuda")
+    module.add_into(a, b, out, blocks, 256)
+    torch.cuda.synchronize()
+    compare(out, f"add_into(blocks={blocks}, threads=256) into a NaN-filled out")
+    del out
+    got = module.vector_add(a, b)
+    torch.cuda.synchronize()
+    compare(got, "vector_add")
+    del a, b, got
+    torch.cuda.empty_cache()
+
+
 @checks("vector_add_cuda", requires_cuda=True)
 def cuda_refuses_bad_input(ex):
     """float64, non-contiguous or mismatched tensors, 0 blocks, 0 or 2048 threads, and CPU tensors raise

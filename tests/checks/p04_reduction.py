@@ -3,9 +3,11 @@ integers (exact in float32), and torch.sum in float32 as the baseline of the tol
 
 The simulator exercises run on every machine: the learner's kernels are launched directly on NaN-filled partial
 buffers with guard elements after them and on inputs that are windows of larger buffers (in the simulator an index
-past a window raises IndexError). A missing `cuda.syncthreads()` gives a wrong sum in the simulator, since threads run
-ahead of each other; a missing atomic hardly ever does (blocks run one after another), so the atomic exercise's checks
-count the simulator's atomic additions on `out`.
+past a window raises IndexError). Every launch in the simulator is strict (`llm_algo.cuda.races`): a missing
+`cuda.syncthreads()` fails it as a shared-memory race and a barrier inside `if t < stride:` as a barrier that only
+some threads reach, whatever order the threads ran in; a check replays each warp's shared accesses as bank wavefronts
+(sequential addressing is conflict-free). A missing atomic hardly ever gives a wrong sum (blocks run one after
+another), so the atomic exercise's checks count the simulator's atomic additions on `out`.
 
 The CUDA C++ exercise's checks need a GPU (`requires_cuda=True`); they synchronise before reading results and hand
 `block_sums` windows of NaN-filled buffers and inputs that are windows of larger random buffers."""
@@ -19,7 +21,14 @@ import torch
 
 from llm_algo.bench import bandwidth_row, copy_row
 from llm_algo.check import Checks, expect, expect_close, expect_refused, expect_tensor
-from llm_algo.cuda.sim_checks import LaunchRecorder, as_float32_result, recording, simulate
+from llm_algo.cuda.races import tracing_shared_memory
+from llm_algo.cuda.sim_checks import (
+    LaunchRecorder,
+    as_float32_result,
+    expect_no_bank_conflicts,
+    recording,
+    simulate,
+)
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
 
 PARTIALS = "return the final one-element partials array"
@@ -133,6 +142,27 @@ def block_kernel_writes_one_sum_per_block(ex):
             baseline=torch.stack([x[b * 2 * THREADS : (b + 1) * 2 * THREADS].sum() for b in range(blocks)]),
             input=label,
             hint=HINT_TREE,
+        )
+
+
+@checks("block_sum_sim")
+def block_tree_conflict_free(ex):
+    """the tree of block_sum_kernel (n = 128 and 100 on one block of 64 threads, two warps) makes every warp-wide
+    shared load and store in one wavefront: sequential addressing, consecutive threads on consecutive banks (section
+    2, step 3); replayed from the traced accesses"""
+    for n in (128, 100):
+        x = inputs(n)
+        partial = np.full(1, np.nan, dtype=np.float32)
+        label = f"n={n}, grid [1, {THREADS}], every shared access traced"
+        with tracing_shared_memory() as log:
+            simulate(ex.block_sum_kernel, 1, THREADS, x, partial, n, input=label, hint="guard both loads",
+                     outside="past n")  # fmt: skip
+        expect_close(torch.from_numpy(partial), oracle(x), baseline=baseline(x), input=label, hint=HINT_TREE)
+        expect_no_bank_conflicts(
+            log,
+            input=label,
+            hint="sequential addressing: at each step the threads t < stride add shared[t + stride] into shared[t]; "
+            "the interleaved index 2 * stride * t sends lanes t and t + 16 (32 words apart) to the same bank",
         )
 
 

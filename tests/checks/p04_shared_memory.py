@@ -5,7 +5,9 @@ The simulator exercise is checked through its launcher and by launching the lear
 on NaN-filled output windows (a skipped element stays NaN; an index past an array raises IndexError in the
 simulator); a recorder in place of the kernel proves that the kernel computed the result, with which grid; arrays
 that count their own reads prove that the kernel goes through shared tiles (each element of A read once per block
-column of C, not once per output).
+column of C, not once per output). Every launch in the simulator is strict (`llm_algo.cuda.races`): a missing barrier
+(a shared-memory race) or a barrier only some threads reach fails it; a check runs the kernel with TILE = 8 and
+replays each warp's shared loads and stores as bank wavefronts (each must be one).
 
 The CUDA C++ exercise's checks need a GPU (`requires_cuda=True`): on a CPU they read *needs a GPU*, never passed.
 They synchronise before reading results, compare with TF32 off, and hand the `*_out` launchers inputs and outputs that
@@ -21,9 +23,10 @@ import numpy as np
 import torch
 
 from llm_algo.bench import bandwidth_row, flops_row
-from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
+from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor, replacing
 from llm_algo.check.restrictions import MATMUL
-from llm_algo.cuda.sim_checks import quick_switching, recording, simulate
+from llm_algo.cuda.races import tracing_shared_memory
+from llm_algo.cuda.sim_checks import expect_no_bank_conflicts, quick_switching, recording, simulate
 from llm_algo.cuda.sim_matmul import (
     as_result,
     baseline,
@@ -188,6 +191,32 @@ def sim_reads_each_element_once_per_block(ex):
             hint="each thread loads ONE element of A and one of B per tile into the shared arrays; the multiply-adds "
             "read the shared tiles As[ty, j] and Bs[j, tx], never A and B",
         )
+
+
+@checks("tiled_matmul_sim")
+def sim_shared_accesses_conflict_free(ex):
+    """with TILE = 8 (blocks of 64 threads: two warps of 4 rows x 8 columns) every warp-wide load and store of the
+    shared tiles is one wavefront (section 6: As[ty, j] a broadcast, Bs[j, tx] consecutive words), replayed from the
+    traced accesses for (M, N, K) = (8, 8, 16) and (13, 11, 9); the results against float64"""
+    tile = 8
+    with replacing(ex, "TILE", tile):
+        for seed, (M, N, K) in enumerate([(8, 8, 16), (13, 11, 9)]):
+            A, B = operands(M, N, K, 500 + seed)
+            C = np.full((M, N), np.nan, dtype=np.float32)
+            grid = (math.ceil(N / tile), math.ceil(M / tile))
+            label = f"TILE = 8, A ({M}, {K}), B ({K}, {N}), grid {grid}, block (8, 8), every shared access traced"
+            with tracing_shared_memory() as log:
+                simulate(ex.tiled_matmul_kernel, grid, (tile, tile), A, B, C, M, N, K, input=label, hint=HINT_EDGES,
+                         outside="outside A, B and C")  # fmt: skip
+            expect_close(torch.from_numpy(C), reference(A, B), baseline=baseline(A, B), input=label,
+                         hint=HINT_BARRIERS + " (the kernel must use TILE, not a literal 4)")  # fmt: skip
+            expect_no_bank_conflicts(
+                log,
+                input=label,
+                hint="thread (ty, tx) stores As[ty, tx] and Bs[ty, tx] (x, the fast index of a warp, along a row) "
+                "and reads As[ty, j] and Bs[j, tx]; a tile stored transposed (As[tx, ty]) puts a warp's stores a "
+                "whole row apart: the same banks (32-way at TILE = 32)",
+            )
 
 
 @checks("tiled_matmul_sim")
@@ -413,6 +442,37 @@ def cuda_sizes_that_are_not_tile_multiples(ex):
                     hint="zero-fill loads outside the matrices (row < M, k < K, col < N), both __syncthreads(), and in "
                     "sgemm the same strided rows trow + 16 i and columns tcol + 16 j for reading and storing",
                 )
+
+
+@checks("sgemm_cuda", requires_cuda=True, requires_gpu_memory_gib=13)
+def cuda_c_with_more_than_2_31_elements(ex):
+    """matmul_tiled_out and sgemm_out into a NaN-filled C of 50000 x 50000 (2.5e9 elements, past 2^31; 9.3 GiB) with
+    K = 8: the first rows, the rows around element 2^31 (row 42949) and the last rows against float64 (the lesson's
+    64-bit offsets; needs a GPU with 13 GiB)"""
+    module = ex.load_sgemm()
+    M = N = 50_000
+    K = 8
+    A, B = cuda_operands(M, N, K)
+    out = torch.empty(M, N, device="cuda")
+    rows = [(0, 4), (2**31 // N - 3, 2**31 // N + 4), (M - 4, M)]
+    try:
+        with true_fp32():
+            for name in FUNCTIONS:
+                out.fill_(float("nan"))
+                getattr(module, f"{name}_out")(A, B, out)
+                torch.cuda.synchronize()
+                for lo, hi in rows:
+                    expect_close(
+                        out[lo:hi].cpu(),
+                        cuda_reference(A[lo:hi], B),
+                        baseline=(A[lo:hi] @ B).cpu(),
+                        input=f"{name}_out: A ({M}, {K}), B ({K}, {N}), out a NaN-filled ({M}, {N}), rows [{lo}, {hi})",
+                        hint="64-bit offsets: C[static_cast<int64_t>(row) * N + col] (row * N in int overflows past "
+                        "2^31 elements: those rows stay NaN, the stores land elsewhere)",
+                    )
+    finally:
+        del out
+        torch.cuda.empty_cache()
 
 
 @checks("sgemm_cuda", requires_cuda=True, gate=True)

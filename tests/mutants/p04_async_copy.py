@@ -184,6 +184,19 @@ MUTANTS = [
         ],
         mistake_zh="去掉了屏障：一个线程的加载与另一个线程的读取之间没有任何先后保证",
     ),
+    Mutant(
+        "double_buffer_sim",
+        "divergent_barrier",
+        "synchronises only the threads whose (row, col) is inside C: in an edge block the per-tile barrier is reached "
+        "by some threads only",
+        [
+            (
+                "        cuda.syncthreads()  # tile t is in buffer t % 2",
+                "        if row < M and col < N:\n            cuda.syncthreads()  # tile t is in buffer t % 2",
+            )
+        ],
+        mistake_zh="只有 (row, col) 落在 C 内的线程执行每个 tile 的 cuda.syncthreads()：边缘 block 里只有部分线程到达这个屏障",
+    ),
     # async_gemm_cuda (C++; each still compiles)
     Mutant(
         "async_gemm_cuda",

@@ -149,4 +149,17 @@ MUTANTS = [
         [("if (n == 0) return out;  // nothing to do, and a grid of zero blocks is an invalid launch", "")],
         mistake_zh="对空输入也启动内核：grid 中有零个 block",
     ),
+    Mutant(
+        "vector_add_cuda",
+        "int32_start_index",
+        "computes the start index as an int (int start = blockIdx.x * blockDim.x + threadIdx.x): past 2^31 threads "
+        "it wraps to a negative index",
+        [
+            (
+                "int64_t start = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;",
+                "int start = blockIdx.x * blockDim.x + threadIdx.x;",
+            )
+        ],
+        mistake_zh="用 int 计算起始下标（int start = blockIdx.x * blockDim.x + threadIdx.x）：线程数超过 2^31 时回绕成负下标",
+    ),
 ]

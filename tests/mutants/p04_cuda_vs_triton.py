@@ -195,4 +195,17 @@ MUTANTS = [
         [('TORCH_CHECK(x.is_contiguous(), "rmsnorm_cuda: x must be contiguous (call .contiguous() first)");', "")],
         mistake_zh="不检查是否连续：转置后的输入被当作行主序读取",
     ),
+    Mutant(
+        "rmsnorm_cuda",
+        "no_barrier_before_inv_rms",
+        "no __syncthreads() between warp 0's store of inv_rms and the other warps' read of it: they scale by a "
+        "stale value",
+        [
+            (
+                "    __syncthreads();\n    const float inv_rms = inv_rms_shared;",
+                "    const float inv_rms = inv_rms_shared;",
+            )
+        ],
+        mistake_zh="warp 0 写入 inv_rms 与其他 warp 读取它之间没有 __syncthreads()：它们用旧值做缩放",
+    ),
 ]

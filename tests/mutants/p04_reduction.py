@@ -21,6 +21,52 @@ MUTANTS = [
     ),
     Mutant(
         "block_sum_sim",
+        "divergent_barrier",
+        "puts the tree's cuda.syncthreads() inside `if t < stride:`: a barrier only some threads reach (a GPU hangs "
+        "or mixes barriers; the simulator waited only for the threads still running)",
+        [
+            (
+                "            shared[t] += shared[t + stride]\n        cuda.syncthreads()\n",
+                "            shared[t] += shared[t + stride]\n            cuda.syncthreads()\n",
+            )
+        ],
+        mistake_zh="把归约树里的 cuda.syncthreads() 放进了 `if t < stride:`：只有部分线程到达的屏障（GPU 上会挂起或错配屏障）",
+    ),
+    Mutant(
+        "block_sum_sim",
+        "no_barrier_after_store",
+        "no cuda.syncthreads() between the store to shared memory and the tree: a thread reads its partner's element "
+        "before the partner wrote it (a race)",
+        [("    shared[t] = value\n    cuda.syncthreads()\n", "    shared[t] = value\n")],
+        mistake_zh="写入共享内存之后、归约树之前没有 cuda.syncthreads()：线程在伙伴写入之前就读了它的元素（数据竞争）",
+    ),
+    Mutant(
+        "block_sum_sim",
+        "interleaved_strided_index",
+        "reduces with Harris's interleaved strided index (thread t adds shared[2 * stride * t + stride] into "
+        "shared[2 * stride * t], stride = 1, 2, ...): the right sum, with 2-way and worse bank conflicts",
+        [
+            (
+                "    stride = THREADS // 2\n"
+                "    while stride > 0:\n"
+                "        if t < stride:\n"
+                "            shared[t] += shared[t + stride]\n"
+                "        cuda.syncthreads()\n"
+                "        stride //= 2\n",
+                "    stride = 1\n"
+                "    while stride < THREADS:\n"
+                "        index = 2 * stride * t\n"
+                "        if index < THREADS:\n"
+                "            shared[index] += shared[index + stride]\n"
+                "        cuda.syncthreads()\n"
+                "        stride *= 2\n",
+            )
+        ],
+        mistake_zh="用 Harris 的交错寻址（线程 t 把 shared[2*stride*t + stride] 加到 shared[2*stride*t]，stride = 1, 2, ...）"
+        "做归约：和是对的，但有 2 路及更多的 bank 冲突",
+    ),
+    Mutant(
+        "block_sum_sim",
         "tree_stops_one_step_early",
         "the loop runs while stride > 1: the last pair is never added",
         [("while stride > 0:", "while stride > 1:")],

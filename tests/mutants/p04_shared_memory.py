@@ -23,6 +23,31 @@ MUTANTS = [
     ),
     Mutant(
         "tiled_matmul_sim",
+        "divergent_barrier",
+        "synchronises only the threads whose (row, col) is inside C: in an edge block the barrier after the loads is "
+        "reached by some threads only",
+        [
+            (
+                "        cuda.syncthreads()  # the tiles are complete\n",
+                "        if row < M and col < N:\n            cuda.syncthreads()  # the tiles are complete\n",
+            )
+        ],
+        mistake_zh="只有 (row, col) 落在 C 内的线程执行装载后的 cuda.syncthreads()：边缘 block 里只有部分线程到达这个屏障",
+    ),
+    Mutant(
+        "tiled_matmul_sim",
+        "a_tile_stored_transposed",
+        "stores the A tile transposed (As[tx, ty]) and reads As[j, ty]: right values, but the lanes of a warp store "
+        "a whole tile row apart, into the same banks (2-way at TILE = 8, 32-way at TILE = 32)",
+        [
+            ("As[ty, tx] = A[row, ka]", "As[tx, ty] = A[row, ka]"),
+            ("acc += As[ty, j] * Bs[j, tx]", "acc += As[j, ty] * Bs[j, tx]"),
+        ],
+        mistake_zh="把 A 的 tile 转置存放（As[tx, ty]）再读 As[j, ty]：数值正确，但一个 warp 的各 lane 相隔整整一行写入，"
+        "落在同一个 bank（TILE = 8 时 2 路冲突，TILE = 32 时 32 路）",
+    ),
+    Mutant(
+        "tiled_matmul_sim",
         "no_k_bound_on_loads",
         "loads A and B without the K bound: the last partial tile reads past the end of a row of A",
         [
@@ -187,5 +212,58 @@ MUTANTS = [
             )
         ],
         mistake_zh="不检查是否连续：转置后的 A 被当作行主序读取",
+    ),
+    Mutant(
+        "sgemm_cuda",
+        "sgemm_no_first_barrier",
+        "no __syncthreads() between the tile loads and the fragment reads of sgemm_kernel: a warp reads As and Bs "
+        "before the other warps have stored their elements",
+        [
+            (
+                "            Bs[k][n] = (gk < K && gn < N) ? B[static_cast<int64_t>(gk) * N + gn] : 0.0f;\n"
+                "        }\n"
+                "        __syncthreads();\n",
+                "            Bs[k][n] = (gk < K && gn < N) ? B[static_cast<int64_t>(gk) * N + gn] : 0.0f;\n        }\n",
+            )
+        ],
+        mistake_zh="sgemm_kernel 在装载 tile 和读取 fragment 之间没有 __syncthreads()：一个 warp 在其他 warp 写完之前就读了 As 和 Bs",
+    ),
+    Mutant(
+        "sgemm_cuda",
+        "tiled_divergent_barrier",
+        "puts the barrier after the loads of matmul_tiled_kernel under `if (row < M && col < N)`: in an edge block "
+        "the threads outside C skip it and meet the others at the next barrier",
+        [
+            (
+                "        __syncthreads();  // the tiles are complete before anyone reads them",
+                "        if (row < M && col < N) __syncthreads();  // the tiles are complete before anyone reads them",
+            )
+        ],
+        mistake_zh="把 matmul_tiled_kernel 装载后的屏障放进 `if (row < M && col < N)`：边缘 block 里 C 之外的线程跳过它，"
+        "在下一个屏障处和其他线程会合",
+    ),
+    Mutant(
+        "sgemm_cuda",
+        "tiled_int32_store_offset",
+        "stores C[row * N + col] in int arithmetic: past 2^31 elements of C the offset overflows",
+        [
+            (
+                "if (row < M && col < N) C[static_cast<int64_t>(row) * N + col] = acc;",
+                "if (row < M && col < N) C[row * N + col] = acc;",
+            )
+        ],
+        mistake_zh="用 int 计算 C[row * N + col] 的偏移：C 超过 2^31 个元素时偏移溢出",
+    ),
+    Mutant(
+        "sgemm_cuda",
+        "sgemm_int32_store_offset",
+        "stores C[gm * N + gn] in int arithmetic in sgemm_kernel: past 2^31 elements of C the offset overflows",
+        [
+            (
+                "if (gm < M && gn < N) C[static_cast<int64_t>(gm) * N + gn] = acc[i][j];",
+                "if (gm < M && gn < N) C[gm * N + gn] = acc[i][j];",
+            )
+        ],
+        mistake_zh="sgemm_kernel 用 int 计算 C[gm * N + gn] 的偏移：C 超过 2^31 个元素时偏移溢出",
     ),
 ]

@@ -162,4 +162,12 @@ MUTANTS = [
         ],
         mistake_zh="接受不是 16 的倍数的 M、N、K：片段会越过矩阵边界",
     ),
+    Mutant(
+        "wmma_gemm_cuda",
+        "no_barrier_after_tile_copy",
+        "no __syncthreads() between the copies into the shared tiles and the fragment loads: a warp loads fragments "
+        "other warps have not stored yet",
+        [("        __syncthreads();  // the tiles are complete before any warp loads fragments from them\n", "")],
+        mistake_zh="拷贝进共享内存 tile 与加载 fragment 之间没有 __syncthreads()：一个 warp 加载了其他 warp 还没写完的 fragment",
+    ),
 ]

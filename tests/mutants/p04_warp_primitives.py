@@ -127,4 +127,18 @@ MUTANTS = [
         [('TORCH_CHECK(x.is_contiguous(), "warp_softmax_cuda: x must be contiguous (call .contiguous() first)");', "")],
         mistake_zh="不检查是否连续：转置后的输入被当作行主序读取",
     ),
+    Mutant(
+        "warp_softmax_cuda",
+        "lanes_past_the_row_return",
+        "lets the lanes past a short row's end return early (`if (lane >= cols) return;`): the butterflies then "
+        "shuffle with exited lanes, whose values are undefined",
+        [
+            (
+                "    if (row >= rows) return;  // the row is the same for the 32 lanes: the warp exits as a whole\n",
+                "    if (row >= rows) return;  // the row is the same for the 32 lanes: the warp exits as a whole\n"
+                "    if (lane >= cols) return;\n",
+            )
+        ],
+        mistake_zh="让短行末尾之后的 lane 提前返回（`if (lane >= cols) return;`）：之后的 butterfly 与已退出的 lane 做 shuffle，读到的值未定义",
+    ),
 ]
