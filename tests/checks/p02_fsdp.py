@@ -6,15 +6,14 @@ collectives and, by weak references to the all-gather outputs, the gathered byte
 
 import copy
 import math
-import weakref
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from llm_algo.check import Checks, describe, expect, expect_close, expect_value_error, one_thread
+from llm_algo.check.ledger import CommLedger
 from llm_algo.distributed import expect_ranks_ok, expect_ranks_refuse, run_ranks, world
 from llm_algo.distributed.collectives import all_gather_single, reduce_scatter_single
 
@@ -131,51 +130,6 @@ MODEL = "Linear(12,16) | Block(16) | Block(16) | Linear(16,5): 4 units of 208, 1
 
 def padded_bytes(numel, dtype, world_size=P):
     return world_size * math.ceil(numel / world_size) * torch.empty((), dtype=dtype).element_size()
-
-
-class CommLedger(TorchDispatchMode):
-    """Every c10d operation in this rank: counts by kind, the dtype and size of each all-gather output and
-    reduce-scatter input, and at each collective the bytes of all-gather outputs still alive (weak references)."""
-
-    def __init__(self):
-        super().__init__()
-        self.events, self.live, self.peak = [], [], 0
-
-    @staticmethod
-    def kind(name):
-        for kind in ("allgather", "reduce_scatter", "allreduce", "gather", "broadcast", "scatter"):
-            if kind in name:
-                return kind
-        return name
-
-    def alive(self):
-        self.live = [(ref, size) for ref, size in self.live if ref() is not None]
-        return sum(size for _, size in self.live)
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        if func.namespace == "c10d":
-            kind = self.kind(func.__name__.split(".")[0])
-            touched = args[1] if kind == "reduce_scatter" else args[0]
-            tensors = [t for t in _tensors(touched)]
-            if kind in ("allgather", "gather"):
-                for t in tensors:
-                    self.live.append((weakref.ref(t), t.numel() * t.element_size()))
-            self.peak = max(self.peak, self.alive())
-            dtypes = sorted({str(t.dtype).removeprefix("torch.") for t in tensors})
-            self.events.append((kind, sum(t.numel() for t in tensors), ",".join(dtypes)))
-        return out
-
-    def count(self, kind):
-        return sum(1 for k, _, _ in self.events if k == kind)
-
-
-def _tensors(value):
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _tensors(item)
 
 
 def gather_full(units, names_shapes):
