@@ -33,7 +33,8 @@ def build() -> LessonBuilder:
         `torch.distributed.pipelining`'s `ScheduleGPipe` and `Schedule1F1B` really run their micro-batches (recorded
         in gloo worlds of 2 to 4 processes by `scripts/make_pipeline_orders.py`), the
         closed form $(p-1)/(m+p-1)$ of the bubble, an independent longest-path timing, and the gradients of
-        single-process training of the whole model on the whole batch, in a world of 3 processes.
+        single-process training of the whole model on the whole batch, in a world of 3 processes and on a group of 2
+        ranks inside a world of 3 whose other rank must receive nothing (with a frozen and an unused parameter).
     """
     )
     lesson.md(r"""
@@ -45,7 +46,7 @@ def build() -> LessonBuilder:
         - **GPipe**：先做完全部 $m$ 个前向再做全部反向，每个 stage 要同时保存 $m$ 份激活。
         - **1F1B**：stage $s$ 先做 $\min(p-s-1, m)$ 个前向预热，然后前向与反向交替，最后排空；同一时刻最多保存 $\min(p-s, m)$ 份激活，与 $m$ 无关。
         - **实现**：发送用 `isend`（非阻塞），接收用 `recv`；每个微批次的 loss 除以 $m$，梯度才等于整批训练的梯度。
-        - **易错点**：用阻塞的 `send` 导致 1F1B 死锁、loss 没有除以 $m$、反向后不释放保存的激活（检查用弱引用实测存活的激活，不看你自己报告的峰值）、1F1B 预热数差一、稳态中先 B 后 F。
+        - **易错点**：用阻塞的 `send` 导致 1F1B 死锁、loss 没有除以 $m$、反向后不释放保存的激活（检查用弱引用实测存活的激活，不看你自己报告的峰值）、1F1B 预热数差一、稳态中先 B 后 F、在默认进程组上用 rank ± 1 寻址相邻 stage（在子进程组上会发给旁观者或自己）。
     """)
     lesson.md(r"""
         ## 1. Stages, micro-batches, and the bubble
@@ -451,6 +452,8 @@ def build() -> LessonBuilder:
         - a backward that waits only for its own stage's forward, not for the next stage's gradient: too early start
           times, a bubble too small.
         - blocking `dist.send`: GPipe still runs, 1F1B deadlocks (the check reports the ranks as hung at the deadline).
+        - neighbours addressed as `rank ± 1` on the default group instead of `neighbour(rank ± 1)` with `group=`:
+          right in a world of its own; on a sub-group those ranks are a bystander or the stage itself.
         - the loss not divided by $m$: gradients $m$ times too large; the saved activations never dropped: the
           numbers are right but 1F1B holds $m$ activations like GPipe. The checks measure this rather than read
           `peak_in_flight`: code that parks every micro-batch's input and output in a second list and reports the

@@ -99,6 +99,25 @@ MUTANTS = [
     ),
     Mutant(
         "pipeline_stage",
+        "ignores_group",
+        "addresses its neighbours as rank - 1 and rank + 1 on the default group: right on a world of its own, but on "
+        "a sub-group those are other ranks (a bystander, or itself)",
+        [
+            ("dist.recv(x, neighbour(rank - 1), group=group)", "dist.recv(x, rank - 1)"),
+            (
+                "sends.append((dist.isend(out, neighbour(rank + 1), group=group), out))",
+                "sends.append((dist.isend(out, rank + 1), out))",
+            ),
+            ("dist.recv(grad, neighbour(rank + 1), group=group)", "dist.recv(grad, rank + 1)"),
+            (
+                "sends.append((dist.isend(x.grad, neighbour(rank - 1), group=group), x.grad))",
+                "sends.append((dist.isend(x.grad, rank - 1), x.grad))",
+            ),
+        ],
+        mistake_zh="在默认进程组上用 rank - 1 和 rank + 1 寻址相邻 stage：单独成一个 world 时正确，但在子进程组上这些是别的 rank（旁观者或它自己）",
+    ),
+    Mutant(
+        "pipeline_stage",
         "received_grad_sent_back_unchanged",
         "sends the output gradient it received back to the previous stage instead of its input's gradient",
         [
