@@ -123,6 +123,9 @@ class SavedTensorLedger:
       hold an older one's), and the most micro-batches in flight always come right before a backward, so a correct
       schedule shows exactly its textbook peak and code that keeps every activation shows all of them.
     - `forwards`: how many times `module` was called while the ledger was active.
+
+    Autograd gets back a detached alias of each saved tensor (see `_pack`), so a double backward
+    (`create_graph=True`) through the saved tensors is not supported under the ledger.
     """
 
     def __init__(self, exclude=(), forwards_of: torch.nn.Module | None = None):
