@@ -643,14 +643,6 @@ def one_f_one_b_gradients_and_memory(ex):
 
 @checks("pipeline_stage")
 @one_thread()
-def on_a_sub_group_with_frozen_and_unused_parameters(ex):
-    """2 stages on ranks [1, 2] of a world of 3 (rank 0 must receive nothing), 1F1B, 3 micro-batches, float64, a
-    frozen bias and an unused parameter per stage: gradients (None for those two), losses, 2 and 1 activations"""
-    check_pipeline(ex, "1f1b", 3, torch.float64, peaks=[2, 1], subgroup=True)
-
-
-@checks("pipeline_stage")
-@one_thread()
 def float32_cross_entropy_fewer_microbatches_than_stages(ex):
     """1F1B with m = 2 < p, float32, cross-entropy over 5 classes on the last stage: gradients and losses"""
     check_pipeline(ex, "1f1b", 2, torch.float32, classes=5, peaks=[2, 2, 1])
@@ -675,3 +667,11 @@ def refuses_bad_inputs_on_every_rank(ex):
             refusal_in_rank, WORLD, args=(ex.run_pipeline_stage, stages, ops, batches, targets), deadline=DEADLINE
         )
         ranks_refuse(ex, results, input=f"3 ranks, {what}", hint="keep the given checks: they run before any send/recv")
+
+
+@checks("pipeline_stage")
+@one_thread()
+def on_a_sub_group_with_frozen_and_unused_parameters(ex):
+    """2 stages on ranks [1, 2] of a world of 3 (rank 0 must receive nothing), 1F1B, 3 micro-batches, float64, a
+    frozen bias and an unused parameter per stage: gradients (None for those two), losses, 2 and 1 activations"""
+    check_pipeline(ex, "1f1b", 3, torch.float64, peaks=[2, 1], subgroup=True)

@@ -311,64 +311,6 @@ def linear_pair(column_cls, row_cls, w1, b1, w2, b2, x, upstream, group=None):
     return dict(hidden=hidden.detach(), y=y.detach(), grads=grads, calls=dict(forward=forward, backward=backward))
 
 
-@checks("parallel_linear")
-@one_thread()
-def column_then_row_equals_unsplit(ex):
-    """float64 MLP 16 -> 24 -> 16 with biases on ranks [1, 2] of a world of 3, the first bias frozen and an unused
-    parameter: output, input gradient and each rank's weight/bias slices; the rank standing by receives nothing"""
-    hidden_size, ffn = 16, 24
-    w1, b1 = torch.randn(ffn, hidden_size, dtype=torch.float64) / 4, torch.randn(ffn, dtype=torch.float64)
-    w2, b2 = torch.randn(hidden_size, ffn, dtype=torch.float64) / 5, torch.randn(hidden_size, dtype=torch.float64)
-    x, upstream = (
-        torch.randn(2, 5, hidden_size, dtype=torch.float64),
-        torch.randn(2, 5, hidden_size, dtype=torch.float64),
-    )
-    label = f"{ON_GROUP}, x (2, 5, 16) float64, W1 (24, 16), W2 (16, 24), b1 frozen"
-    results = run_on_group(
-        linear_pair, ex.ColumnParallelLinear, ex.RowParallelLinear, w1, b1, w2, b2, x, upstream, input=label
-    )
-    values = ranks_ok(ex, results, input=label, hint=GROUP_HINT)
-    l1, l2 = nn.Linear(hidden_size, ffn).double(), nn.Linear(ffn, hidden_size).double()
-    with torch.no_grad():
-        l1.weight.copy_(w1), l1.bias.copy_(b1), l2.weight.copy_(w2), l2.bias.copy_(b2)
-    xr = x.clone().requires_grad_()
-    hidden_ref = l1(xr)
-    y_ref = l2(F.gelu(hidden_ref))
-    (y_ref * upstream).sum().backward()
-    for rank, v in enumerate(values):
-        cols = rank_slice(ffn, rank)
-        where = f"{label}, unsplit nn.Linear(16, 24) -> gelu -> nn.Linear(24, 16); group rank {rank}"
-        expect_close(
-            v["hidden"],
-            hidden_ref[..., cols].detach(),
-            input=where,
-            what="column-parallel output",
-            hint=f"rank {rank} keeps rows {cols.start}:{cols.stop} of W1 and of b1: its block of the output",
-        )
-        expect_close(
-            v["y"],
-            y_ref.detach(),
-            input=where,
-            what="row-parallel output",
-            hint="sum the partial products over the ranks (g), then add the bias once",
-        )
-        expect_close(
-            v["grads"]["x"],
-            xr.grad,
-            input=where,
-            what="input gradient",
-            hint="the column-parallel layer applies f: its backward sums the ranks' input gradients",
-        )
-        for name, got, want, hint in (
-            ("W1 gradient", v["grads"]["w1"], l1.weight.grad[cols], "rows of W1"),
-            ("W2 gradient", v["grads"]["w2"], l2.weight.grad[:, cols], "columns of W2"),
-            ("b2 gradient", v["grads"]["b2"], l2.bias.grad, "the whole bias of the row-parallel layer"),
-        ):
-            expect_close(got, want, input=where, what=name, hint=f"rank {rank} keeps {hint} [{cols.start}:{cols.stop}]")
-        expect_no_gradients(v["grads"], ("b1", "unused"), where)
-        expect_counts(v["calls"], 1, 1, input=where, hint="column: f (one all-reduce backward); row: g (one forward)")
-
-
 def linear_alone(cls, row, weight, bias, x, upstream):
     rank = dist.get_rank()
     layer = cls(weight, bias)
@@ -505,6 +447,64 @@ def each_rank_stores_only_its_shard(ex):
         )
 
 
+@checks("parallel_linear")
+@one_thread()
+def column_then_row_equals_unsplit(ex):
+    """float64 MLP 16 -> 24 -> 16 with biases on ranks [1, 2] of a world of 3, the first bias frozen and an unused
+    parameter: output, input gradient and each rank's weight/bias slices; the rank standing by receives nothing"""
+    hidden_size, ffn = 16, 24
+    w1, b1 = torch.randn(ffn, hidden_size, dtype=torch.float64) / 4, torch.randn(ffn, dtype=torch.float64)
+    w2, b2 = torch.randn(hidden_size, ffn, dtype=torch.float64) / 5, torch.randn(hidden_size, dtype=torch.float64)
+    x, upstream = (
+        torch.randn(2, 5, hidden_size, dtype=torch.float64),
+        torch.randn(2, 5, hidden_size, dtype=torch.float64),
+    )
+    label = f"{ON_GROUP}, x (2, 5, 16) float64, W1 (24, 16), W2 (16, 24), b1 frozen"
+    results = run_on_group(
+        linear_pair, ex.ColumnParallelLinear, ex.RowParallelLinear, w1, b1, w2, b2, x, upstream, input=label
+    )
+    values = ranks_ok(ex, results, input=label, hint=GROUP_HINT)
+    l1, l2 = nn.Linear(hidden_size, ffn).double(), nn.Linear(ffn, hidden_size).double()
+    with torch.no_grad():
+        l1.weight.copy_(w1), l1.bias.copy_(b1), l2.weight.copy_(w2), l2.bias.copy_(b2)
+    xr = x.clone().requires_grad_()
+    hidden_ref = l1(xr)
+    y_ref = l2(F.gelu(hidden_ref))
+    (y_ref * upstream).sum().backward()
+    for rank, v in enumerate(values):
+        cols = rank_slice(ffn, rank)
+        where = f"{label}, unsplit nn.Linear(16, 24) -> gelu -> nn.Linear(24, 16); group rank {rank}"
+        expect_close(
+            v["hidden"],
+            hidden_ref[..., cols].detach(),
+            input=where,
+            what="column-parallel output",
+            hint=f"rank {rank} keeps rows {cols.start}:{cols.stop} of W1 and of b1: its block of the output",
+        )
+        expect_close(
+            v["y"],
+            y_ref.detach(),
+            input=where,
+            what="row-parallel output",
+            hint="sum the partial products over the ranks (g), then add the bias once",
+        )
+        expect_close(
+            v["grads"]["x"],
+            xr.grad,
+            input=where,
+            what="input gradient",
+            hint="the column-parallel layer applies f: its backward sums the ranks' input gradients",
+        )
+        for name, got, want, hint in (
+            ("W1 gradient", v["grads"]["w1"], l1.weight.grad[cols], "rows of W1"),
+            ("W2 gradient", v["grads"]["w2"], l2.weight.grad[:, cols], "columns of W2"),
+            ("b2 gradient", v["grads"]["b2"], l2.bias.grad, "the whole bias of the row-parallel layer"),
+        ):
+            expect_close(got, want, input=where, what=name, hint=f"rank {rank} keeps {hint} [{cols.start}:{cols.stop}]")
+        expect_no_gradients(v["grads"], ("b1", "unused"), where)
+        expect_counts(v["calls"], 1, 1, input=where, hint="column: f (one all-reduce backward); row: g (one forward)")
+
+
 # ----------------------------------------------------------------------------------------------- parallel_mlp
 
 
@@ -605,32 +605,6 @@ MLP_HINT = "rank r's fused block is [gate rows of r; up rows of r]: interleave t
 
 @checks("parallel_mlp")
 @one_thread()
-def matches_llama_mlp_float64(ex):
-    """float64, unsplit Llama MLP (64 -> 160 -> 64) on ranks [1, 2] of a world of 3, down_proj frozen, an unused
-    parameter: output, input gradient, output after one SGD step; the rank standing by receives nothing"""
-    values, (y, x_grad, y_after), _, label = check_mlp(ex, 64, 160, (2, 5), torch.float64, on_group=True)
-    for rank, v in enumerate(values):
-        where = f"{label}; group rank {rank}"
-        expect_no_gradients(v["grads"], ("down", "unused"), where)
-        expect_close(v["y"], y, input=where, hint=MLP_HINT)
-        expect_close(
-            v["x_grad"],
-            x_grad,
-            input=where,
-            what="input gradient",
-            hint="f once at the entry (inside the fused column-parallel layer) sums the input gradients",
-        )
-        expect_close(
-            v["y_after"],
-            y_after,
-            input=where,
-            what="output after one SGD step (lr 0.5) on every rank",
-            hint="each rank's weight gradients must be the slices of the unsplit ones: " + MLP_HINT,
-        )
-
-
-@checks("parallel_mlp")
-@one_thread()
 def one_all_reduce_each_way_float32(ex):
     """float32, MLP 32 -> 96, a batch of one: right numbers, 1/p of the weights, one all-reduce each way"""
     values, (y, x_grad, y_after), (by, bgrad, bafter), label = check_mlp(ex, 32, 96, (1, 7), torch.float32)
@@ -670,6 +644,32 @@ def mlp_refuses_sizes_that_do_not_split(ex):
             run(refusal, ex.ParallelSwiGLU, *args),
             input=f"2 ranks, ParallelSwiGLU with {what}",
             hint="keep the given checks: they raise ValueError on every rank before any collective",
+        )
+
+
+@checks("parallel_mlp")
+@one_thread()
+def matches_llama_mlp_float64(ex):
+    """float64, unsplit Llama MLP (64 -> 160 -> 64) on ranks [1, 2] of a world of 3, down_proj frozen, an unused
+    parameter: output, input gradient, output after one SGD step; the rank standing by receives nothing"""
+    values, (y, x_grad, y_after), _, label = check_mlp(ex, 64, 160, (2, 5), torch.float64, on_group=True)
+    for rank, v in enumerate(values):
+        where = f"{label}; group rank {rank}"
+        expect_no_gradients(v["grads"], ("down", "unused"), where)
+        expect_close(v["y"], y, input=where, hint=MLP_HINT)
+        expect_close(
+            v["x_grad"],
+            x_grad,
+            input=where,
+            what="input gradient",
+            hint="f once at the entry (inside the fused column-parallel layer) sums the input gradients",
+        )
+        expect_close(
+            v["y_after"],
+            y_after,
+            input=where,
+            what="output after one SGD step (lr 0.5) on every rank",
+            hint="each rank's weight gradients must be the slices of the unsplit ones: " + MLP_HINT,
         )
 
 
@@ -758,25 +758,6 @@ ATTN_HINT = (
 
 @checks("parallel_attention")
 @one_thread()
-def matches_llama_attention_gqa_float64(ex):
-    """float64, GQA 4 query / 2 KV heads, causal, RoPE, on ranks [1, 2] of a world of 3: output, input gradient,
-    output after one SGD step; the rank standing by receives nothing"""
-    values, (y, x_grad, y_after), _, label = check_attention(ex, 4, 2, 16, 64, 2, 7, torch.float64, on_group=True)
-    for rank, v in enumerate(values):
-        where = f"{label}; rank {rank}"
-        expect_close(v["y"], y, input=where, hint=ATTN_HINT)
-        expect_close(v["x_grad"], x_grad, input=where, what="input gradient", hint="apply f once, on x")
-        expect_close(
-            v["y_after"],
-            y_after,
-            input=where,
-            what="output after one SGD step (lr 0.5) on every rank",
-            hint="each rank's q/k/v/o gradients must be the slices of the unsplit ones: " + ATTN_HINT,
-        )
-
-
-@checks("parallel_attention")
-@one_thread()
 def mha_float32_one_all_reduce_each_way(ex):
     """float32 multi-head (6 / 6 heads of 8), 1 sequence of 5: right numbers, 1/p of the weights, 1 all-reduce each way"""
     values, (y, x_grad, y_after), (by, bgrad, bafter), label = check_attention(ex, 6, 6, 8, 24, 1, 5, torch.float32)
@@ -824,6 +805,25 @@ def attention_refuses_heads_that_do_not_split(ex):
         )
 
 
+@checks("parallel_attention")
+@one_thread()
+def matches_llama_attention_gqa_float64(ex):
+    """float64, GQA 4 query / 2 KV heads, causal, RoPE, on ranks [1, 2] of a world of 3: output, input gradient,
+    output after one SGD step; the rank standing by receives nothing"""
+    values, (y, x_grad, y_after), _, label = check_attention(ex, 4, 2, 16, 64, 2, 7, torch.float64, on_group=True)
+    for rank, v in enumerate(values):
+        where = f"{label}; rank {rank}"
+        expect_close(v["y"], y, input=where, hint=ATTN_HINT)
+        expect_close(v["x_grad"], x_grad, input=where, what="input gradient", hint="apply f once, on x")
+        expect_close(
+            v["y_after"],
+            y_after,
+            input=where,
+            what="output after one SGD step (lr 0.5) on every rank",
+            hint="each rank's q/k/v/o gradients must be the slices of the unsplit ones: " + ATTN_HINT,
+        )
+
+
 # -------------------------------------------------------------------------------- vocab_parallel_cross_entropy
 
 
@@ -851,28 +851,25 @@ CE_HINT = "loss = log(sum over ALL ranks of exp(z - max)) - (z_target - max), wi
 @checks("vocab_parallel_cross_entropy")
 @one_thread()
 def vocab_ce_hand_checkable(ex):
-    """V = 4 split 2 + 2 over ranks [1, 2] of a world of 3, targets 0 (group rank 0 owns it) and 3 (group rank 1):
-    loss = logsumexp(z) - z_t by hand; the rank standing by receives nothing"""
+    """V = 4 split 2 + 2, targets 0 (rank 0 owns it) and 3 (rank 1): loss = logsumexp(z) - z_t by hand"""
     logits = torch.tensor([[1.0, 2.0, 0.5, -1.0], [0.0, 3.0, 1.0, 2.0]], dtype=torch.float64)
     target = torch.tensor([0, 3])
-    label = f"logits [[1, 2, .5, -1], [0, 3, 1, 2]], target [0, 3], {ON_GROUP}"
-    results = run_on_group(
+    results = run(
         vocab_ce_in_rank,
         ex.vocab_parallel_cross_entropy,
         logits,
         target,
         torch.ones(2, dtype=torch.float64),
-        input=label,
         forbid=CE_FORBID,
         instead=CE_INSTEAD,
     )
-    values = ranks_ok(ex, results, input=label, hint=GROUP_HINT)
+    values = ranks_ok(ex, results, input="logits [[1, 2, .5, -1], [0, 3, 1, 2]], target [0, 3], 2 ranks")
     by_hand = torch.stack([torch.log(torch.exp(row).sum()) - row[t] for row, t in zip(logits, target, strict=True)])
     for rank, (loss, _, _) in enumerate(values):
         expect_close(
             loss,
             by_hand,
-            input=f"logits (2, 4) float64 split 2 + 2 over {ON_GROUP}, target [0, 3]; group rank {rank}",
+            input=f"logits (2, 4) float64 split 2 + 2, target [0, 3]; rank {rank}",
             what="per-token loss",
             hint=CE_HINT + "; only the owner of the target id contributes z_target",
         )
@@ -934,21 +931,24 @@ def vocab_ce_matches_cross_entropy(ex):
 @checks("vocab_parallel_cross_entropy")
 @one_thread()
 def vocab_ce_communicates_three_numbers_per_token(ex):
-    """16 tokens, V 24: forward all-reduces at most 3 x 16 numbers, the backward communicates nothing"""
+    """16 tokens, V 24, on ranks [1, 2] of a world of 3: the loss; the forward all-reduces at most 3 x 16 numbers on
+    the group, the backward communicates nothing; the rank standing by receives nothing"""
     logits, target = torch.randn(16, 24), torch.randint(0, 24, (16,))
-    results = run(
+    label = f"logits (16, 24) float32 split 12 + 12 over {ON_GROUP}"
+    results = run_on_group(
         vocab_ce_in_rank,
         ex.vocab_parallel_cross_entropy,
         logits,
         target,
         torch.ones(16),
+        input=label,
         forbid=CE_FORBID,
         instead=CE_INSTEAD,
     )
-    values = ranks_ok(ex, results, input="logits (16, 24) float32 split 12 + 12")
+    values = ranks_ok(ex, results, input=label, hint=GROUP_HINT)
     loss, _ = reference_ce(logits.double(), target, torch.ones(16, dtype=torch.float64))
     for rank, (got, _, calls) in enumerate(values):
-        where = f"logits (16, 24) float32, 2 ranks; rank {rank}"
+        where = f"{label}; group rank {rank}"
         expect_close(got, loss, input=where, baseline=F.cross_entropy(logits, target, reduction="none"), hint=CE_HINT)
         names = {name for name, _ in calls["forward"]}
         elements = sum(n for _, n in calls["forward"])
