@@ -40,7 +40,7 @@ from .world import DEADLINE_S, RankResult, run_ranks, world
 SIZE = 3  # the smallest world with a bystander and a group of 2 whose ranks differ from the global ones
 MEMBERS = (1, 2)
 LISTEN_BYTES = 2**26  # a bystander's receive buffer (virtual memory only until a message lands in it)
-HINT = (
+GROUP_HINT = (
     "use the group everywhere: dist.get_rank(group) and dist.get_world_size(group), pass group= to every "
     "collective, and address peers by group rank (group_dst= / group_src=, or dist.get_global_rank(group, r))"
 )
@@ -132,7 +132,7 @@ def run_subgroup(
         deadline=deadline,
     )
     where = f"{input}; world of {size}, sub-group {list(members)}"
-    hint = f"{hint}; {HINT}" if hint else HINT
+    hint = f"{hint}; {GROUP_HINT}" if hint else GROUP_HINT
     bystanders = [r for r in results if r.rank not in members]
     clean = all(r.ok and r.value[2] for r in bystanders)
     try:
