@@ -246,7 +246,6 @@ def check_broadcast(ex, src, subgroup=False):
             forbid=FORBID,
             instead=INSTEAD,
             deadline=DEADLINE,
-            preload=("torch._dynamo",),
         )
         hint += f", group=group; {GROUP_HINT}"
     else:
@@ -667,7 +666,6 @@ def frozen_and_unused_parameters_on_a_subgroup(ex):
         forbid=FORBID,
         instead=INSTEAD,
         deadline=DEADLINE,
-        preload=("torch._dynamo",),
     )
     per_rank = expect_ranks_ok(results, input=label, hint=f"{hint}; {GROUP_HINT}")
     want, want_losses = single_process(13, torch.float64, "sgd", batches, model_class=TiedLMWithUnused)

@@ -116,6 +116,14 @@ MUTANTS = [
         mistake_zh="只按本 rank 是否有梯度来跳过参数：别的 rank 有梯度时，那部分梯度被丢掉",
     ),
     Mutant(
+        "zero1",
+        "fresh_state_kept",
+        "puts back only the state that existed before the step: the momentum SGD creates on its first step keeps "
+        "weight decay * p where a parameter had no gradient, and moves it once it gets one",
+        [("v[skip] = kept.get(k, 0)  # no momentum", "if k in kept: v[skip] = kept[k]  # no momentum")],
+        mistake_zh="只放回 step 之前已有的状态：SGD 第一步新建的动量在没有梯度的参数处留下 权重衰减 × p，参数一旦有梯度就被它带偏",
+    ),
+    Mutant(
         "zero2",
         "calls_all_reduce",
         "all-reduces the full gradient and slices it, as in stage 1",
