@@ -39,8 +39,9 @@ from .world import DEADLINE_S, RankResult, run_ranks, world
 
 SIZE = 3  # the smallest world with a bystander and a group of 2 whose ranks differ from the global ones
 MEMBERS = (1, 2)
+ERROR_MEET_S = 2.0  # after a member raised: how long it waits for the others before leaving the world to be stopped
 LISTEN_BYTES = 2**26  # a bystander's receive buffer (virtual memory only until a message lands in it)
-HINT = (
+GROUP_HINT = (
     "use the group everywhere: dist.get_rank(group) and dist.get_world_size(group), pass group= to every "
     "collective, and address peers by group rank (group_dst= / group_src=, or dist.get_global_rank(group, r))"
 )
@@ -84,13 +85,34 @@ def _rank_task(fn, members, key, listen_s, args, kwargs, member_args):
         return ("bystander", received, sentinel)
     extra = tuple(member_args[members.index(me)]) if member_args is not None else ()
     with Traffic() as traffic:
-        value = fn(*args, *extra, group=group, **kwargs)
+        try:
+            value = fn(*args, *extra, group=group, **kwargs)
+        except BaseException:
+            # still meet, briefly: when every member raised (a refusal, a shape the collective rejects) the sentinels
+            # end the bystanders' irecv and the world is kept for the next check instead of restarted
+            _meet(group, members, bystanders, key, [], ERROR_MEET_S)
+            raise
     outside = [peer for kind, peer, _ in traffic.events if kind == "send" and peer not in members and peer != -1]
-    dist.all_reduce(torch.zeros(1), group=group)  # every member is done before the sentinels go
-    if me == members[0]:
+    _meet(group, members, bystanders, key, outside, None)
+    return ("member", value, outside)
+
+
+def _meet(group, members, bystanders, key, outside, wait_s) -> None:
+    """In a member: every member is done (one all-reduce on the group), then group rank 0 sends the sentinels. With
+    `wait_s`, best effort: give up quietly (and send nothing) when the others do not come in time."""
+    import torch
+    import torch.distributed as dist
+
+    work = dist.all_reduce(torch.zeros(1), group=group, async_op=True)
+    try:
+        work.wait() if wait_s is None else work.wait(datetime.timedelta(seconds=wait_s))
+    except RuntimeError:
+        if wait_s is None:
+            raise
+        return
+    if dist.get_rank() == members[0]:
         for bystander in bystanders:
             dist.send(torch.tensor([key, len(outside)], dtype=torch.int64), dst=bystander)
-    return ("member", value, outside)
 
 
 def run_subgroup(
@@ -132,7 +154,7 @@ def run_subgroup(
         deadline=deadline,
     )
     where = f"{input}; world of {size}, sub-group {list(members)}"
-    hint = f"{hint}; {HINT}" if hint else HINT
+    hint = f"{hint}; {GROUP_HINT}" if hint else GROUP_HINT
     bystanders = [r for r in results if r.rank not in members]
     clean = all(r.ok and r.value[2] for r in bystanders)
     try:

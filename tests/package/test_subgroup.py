@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 
 from llm_algo.check.failure import CheckFailed
-from llm_algo.distributed import expect_ranks_ok, run_ranks, run_subgroup, world
+from llm_algo.distributed import expect_ranks_ok, expect_ranks_refuse, run_ranks, run_subgroup, world
 from llm_algo.grading.execute import fresh_namespace
 
 pytestmark = pytest.mark.skipif(not dist.is_available() or os.name != "posix", reason="needs torch.distributed")
@@ -53,6 +53,9 @@ LEARNER = learner(
         y = x.clone()
         dist.all_reduce(y, group=group)
         return y / dist.get_world_size(group)
+
+    def refuse(x, group=None):
+        raise ValueError(f"{x.numel()} elements do not split over {dist.get_world_size(group)} ranks")
 
     def mean_all_reduce_default_group(x, group=None):
         # wrong: group accepted but not passed on
@@ -120,3 +123,12 @@ def test_refuses_a_group_without_bystander():
         run_subgroup(sums, input="", members=(0, 1, 2))
     with pytest.raises(ValueError, match="distinct ranks"):
         run_subgroup(sums, input="", members=(1, 3))
+
+
+def test_a_refusal_on_every_member_keeps_the_world():
+    on_subgroup("ring_sum", DATA)
+    pids = world(3).alive
+    results = run_subgroup(sums, args=(LEARNER["refuse"],), member_args=[(d,) for d in DATA], input="refuse")
+    expect_ranks_refuse(results, input="refuse")
+    assert "do not split over 2 ranks" in results[0].message
+    assert world(3).alive == pids  # the members met and sent the sentinel: no restart
