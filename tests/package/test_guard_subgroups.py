@@ -24,8 +24,6 @@ HELPERS = ("run_subgroup", "make_group")
 # Lessons that do not use it yet, each with the reason; remove an entry when its lesson lands on the helper (the
 # test fails while an entry is stale).
 PENDING = {
-    "p02.tensor_parallel": "moved onto run_subgroup by the wt-pipeline helper (issue 27)",
-    "p02.pipeline_parallel": "moved onto run_subgroup by the wt-pipeline helper (issue 27)",
     "p04.overlap": "bucket_reducer takes a group; its checks module is outside the files of the sub-groups helper",
 }
 
