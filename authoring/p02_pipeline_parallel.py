@@ -33,7 +33,8 @@ def build() -> LessonBuilder:
         `torch.distributed.pipelining`'s `ScheduleGPipe` and `Schedule1F1B` really run their micro-batches (recorded
         in gloo worlds of 2 to 4 processes by `scripts/make_pipeline_orders.py`), the
         closed form $(p-1)/(m+p-1)$ of the bubble, an independent longest-path timing, and the gradients of
-        single-process training of the whole model on the whole batch, in a world of 3 processes.
+        single-process training of the whole model on the whole batch, in a world of 3 processes and on a group of 2
+        ranks inside a world of 3 whose other rank must receive nothing (with a frozen and an unused parameter).
     """
     )
     lesson.md(r"""
@@ -45,7 +46,7 @@ def build() -> LessonBuilder:
         - **GPipe**：先做完全部 $m$ 个前向再做全部反向，每个 stage 要同时保存 $m$ 份激活。
         - **1F1B**：stage $s$ 先做 $\min(p-s-1, m)$ 个前向预热，然后前向与反向交替，最后排空；同一时刻最多保存 $\min(p-s, m)$ 份激活，与 $m$ 无关。
         - **实现**：发送用 `isend`（非阻塞），接收用 `recv`；每个微批次的 loss 除以 $m$，梯度才等于整批训练的梯度。
-        - **易错点**：用阻塞的 `send` 导致 1F1B 死锁、loss 没有除以 $m$、反向后不释放保存的激活、1F1B 预热数差一、稳态中先 B 后 F。
+        - **易错点**：用阻塞的 `send` 导致 1F1B 死锁、loss 没有除以 $m$、反向后不释放保存的激活（检查用弱引用实测存活的激活，不看你自己报告的峰值）、1F1B 预热数差一、稳态中先 B 后 F、在默认进程组上用 rank ± 1 寻址相邻 stage（在子进程组上会发给旁观者或自己）。
     """)
     lesson.md(r"""
         ## 1. Stages, micro-batches, and the bubble
@@ -290,7 +291,9 @@ def build() -> LessonBuilder:
         Validate before communicating (`ValueError`): as many targets as micro-batches, and an op list that runs `F`
         and `B` of every micro-batch exactly once. Return `{"losses": [...], "peak_in_flight": int}`: the last stage's
         per-micro-batch losses in the order computed (an empty list elsewhere) and the most activations this stage held
-        at once. `torch.distributed.pipelining` is the checks' reference and forbidden here.
+        at once. The checks do not take that figure's word for it: they follow every tensor autograd saves during each
+        call of your stage by weak reference, and count how many micro-batches' activations are really alive at each
+        backward. `torch.distributed.pipelining` is the checks' reference and forbidden here.
     """)
     lesson.exercise(
         "pipeline_stage",
@@ -436,7 +439,10 @@ def build() -> LessonBuilder:
         `.grad` is exactly what the previous stage's output needs. `y.detach()` is sent, not `y`: communication is not
         part of the autograd graph; the graph is cut at each stage boundary and stitched by hand with the gradient
         message. `kept.pop(i)` is where 1F1B's memory saving actually happens. The `isend` handles keep their tensors
-        alive and are waited on at the end.
+        alive and are waited on at the end; those are detached outputs that share storage with `y`, so this teaching
+        runtime still holds each sent activation's buffer until it returns (a production runtime waits for each send
+        by its micro-batch's backward, or frees the output as soon as it is sent, as Megatron does). The checks count
+        the tensors autograd saved for backward and what still references them, not the send buffers.
 
         **The mistakes the checks catch** (each a mutant in `tests/mutants/p02_pipeline_parallel.py`):
         - 1F1B with one warm-up forward too many (`p - s`): the right ops in a different order, one more activation held;
@@ -446,8 +452,12 @@ def build() -> LessonBuilder:
         - a backward that waits only for its own stage's forward, not for the next stage's gradient: too early start
           times, a bubble too small.
         - blocking `dist.send`: GPipe still runs, 1F1B deadlocks (the check reports the ranks as hung at the deadline).
+        - neighbours addressed as `rank ± 1` on the default group instead of `neighbour(rank ± 1)` with `group=`:
+          right in a world of its own; on a sub-group those ranks are a bystander or the stage itself.
         - the loss not divided by $m$: gradients $m$ times too large; the saved activations never dropped: the
-          numbers are right but 1F1B holds $m$ activations like GPipe.
+          numbers are right but 1F1B holds $m$ activations like GPipe. The checks measure this rather than read
+          `peak_in_flight`: code that parks every micro-batch's input and output in a second list and reports the
+          textbook peak from its own counter is rejected all the same.
 
         **What production systems do.** Megatron-Core's `forward_backward_pipelining_without_interleaving` is this
         1F1B loop, with `send_forward_recv_backward`-style fused calls (`batch_isend_irecv`) so that each step overlaps

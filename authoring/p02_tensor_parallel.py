@@ -32,8 +32,10 @@ def build() -> LessonBuilder:
         never gathers the logits. **Graded against** the unsplit modules with the same weights (`nn.Linear` layers; Llama's SwiGLU MLP
         and causal GQA attention with RoPE in Hugging Face's `LlamaMLP`/`LlamaAttention` layout, on one process with
         `F.scaled_dot_product_attention`; `F.cross_entropy`): outputs, input gradients and every parameter gradient
-        (through one SGD step), in float64, float32 and bfloat16, in a world of 2 processes; the number of
-        all-reduces in the forward and the backward is counted.
+        (through one SGD step), in float64, float32 and bfloat16, in a world of 2 processes and, for one check of each
+        exercise, on a group of 2 ranks inside a world of 3 whose third rank must receive nothing (with a frozen
+        parameter and one the forward never uses where there is a training step); the number of all-reduces in the
+        forward and the backward is counted.
     """
     )
     lesson.md(r"""
@@ -45,7 +47,7 @@ def build() -> LessonBuilder:
         - **SwiGLU**：gate 与 up 融合成一个列并行线性层（每个 rank 的权重是 [gate 的一段; up 的一段]），$f$ 只调用一次。
         - **注意力**：按头切分，GQA 的 KV 头也要切；$p$ 不能整除 query 头数或 KV 头数时直接拒绝。
         - **词表并行交叉熵**：logits 按词表切分，不做 all-gather；对每个 token 的最大值（MAX）、$\sum e^{z}$（SUM）和目标 logit（只由拥有该词的 rank 提供）做 all-reduce，反向 softmax − one-hot 完全本地。
-        - **易错点**：行并行的 bias 在求和前加（被加了 $p$ 次）、f 的反向忘记 all-reduce、g 的反向又 all-reduce 一次、gate/up 融合时布局错误、KV 头切分的偏移错误、目标 logit 每个 rank 都加一遍。
+        - **易错点**：行并行的 bias 在求和前加（被加了 $p$ 次）、f 的反向忘记 all-reduce、g 的反向又 all-reduce 一次、gate/up 融合时布局错误、KV 头切分的偏移错误、目标 logit 每个 rank 都加一遍、忽略传入的 group（单独成一个 world 时正确，在子进程组上会等待组外的 rank）。
     """)
     lesson.md(r"""
         ## 1. The problem: one layer does not fit, and its matmuls are what we split
@@ -629,6 +631,8 @@ def build() -> LessonBuilder:
         - key/value heads sliced with the query heads' offsets, or not sliced at all.
         - the target logit added by every rank (no ownership mask): $p$ times; the max all-reduced with `SUM`; the
           one-hot subtracted on every rank.
+        - the group ignored (an all-reduce without `group=`, a layer built without it): right in a world of its own,
+          but on a sub-group the collective waits for a rank outside it, which the checks' bystander shows.
 
         **What production systems do.** Megatron-Core's `ColumnParallelLinear`/`RowParallelLinear` add sequence
         parallelism (Korthikanti et al., 2022): the activations outside the TP region (norms, dropout) are split over

@@ -46,7 +46,8 @@ def build() -> LessonBuilder:
         - **ZeRO-1 的一步**：all-reduce 梯度并除以 $N_d$ → 取自己那一片 → 本地优化器只更新这一片 → all-gather 拼回完整参数。
         - **ZeRO-2**：用 reduce-scatter 代替 all-reduce，每个 rank 只收到自己那一片梯度之和，完整梯度可以立即释放；通信量与 all-reduce 相同（reduce-scatter + all-gather = all-reduce）。
         - **任意优化器**：逐元素的优化器（AdamW、SGD、Adam）对分片更新与整体更新逐位相同；需要整个张量的（LAMB 的信任比、Shampoo、梯度范数裁剪）要额外通信。
-        - **易错点**：忘记除以 $N_d$、分片偏移没有补齐（$\Psi$ 不能被 $N_d$ 整除时错位）、更新后没有 all-gather、优化器建在完整参数上（状态没有切分）。
+        - **没有梯度的参数**：冻结或前向没用到的参数（所有 rank 上 `.grad` 都是 `None`），`torch.optim` 会跳过；扁平分片上零梯度不等于没有梯度（权重衰减、动量照样生效），所以 step 要把这些元素及其优化器状态原样放回。
+        - **易错点**：忘记除以 $N_d$、分片偏移没有补齐（$\Psi$ 不能被 $N_d$ 整除时错位）、更新后没有 all-gather、优化器建在完整参数上（状态没有切分）、对冻结参数做权重衰减、用全局的 rank 和 world size 而不是 `group` 的。
     """)
     lesson.md(r"""
         ## 1. Where the memory goes
@@ -145,9 +146,20 @@ def build() -> LessonBuilder:
         1. **reduce**: flatten the local gradients (zeros where `.grad` is `None`) into the padded buffer,
            all-reduce it (sum) and divide by $N_d$: the mean gradient, as in DDP; keep this rank's slice as the
            shard's `.grad`;
-        2. **update**: `self.optimizer.step()` on the shard;
+        2. **update**: `self.optimizer.step()` on the shard, *except* where no rank has a gradient;
         3. **gather**: `all_gather` the $N_d$ updated shards into a padded flat buffer (every rank gets all of
            them) and copy them back into the parameters, tensor by tensor.
+
+        **Parameters without a gradient.** `torch.optim` skips a parameter whose `.grad` is `None`: a frozen one
+        (`requires_grad=False`), or one the forward did not use. No weight decay shrinks it, no momentum moves it.
+        On a flat shard the optimizer cannot skip part of its one parameter, and a zero gradient is not the same:
+        AdamW still multiplies the weight by $1 - \eta\lambda$, SGD's momentum still carries the weight decay.
+        So `step()` remembers those elements (of the shard and of every state tensor shaped like it), steps, and
+        puts them back. Which elements: those of parameters that have no gradient on *any* rank (a parameter that
+        one rank used is averaged with zeros from the others, as in DDP); the given `_with_gradient()` all-gathers
+        one flag per parameter and returns the shard's mask. (The shard has one step count where `torch.optim`
+        keeps one per parameter, so a parameter skipped on *some* steps gets Adam's bias correction of the
+        shard's count: DeepSpeed's flat partitions have the same property.)
 
         **Bit for bit.** With 2 ranks, the all-reduced sum $g_0 + g_1$ is one addition per element, whatever order
         gloo or NCCL use, and dividing by 2 is exact; the optimizer does the same elementwise arithmetic on the
@@ -163,7 +175,7 @@ def build() -> LessonBuilder:
         construction (wrap a model that `broadcast_parameters` from `p02.ddp` has synchronised). Validate before
         communicating: an `optimizer_class` that is not a `torch.optim.Optimizer` subclass is a `TypeError`, a
         param group (a dict) or an empty list a `TypeError`/`ValueError`, parameters of several dtypes or devices
-        a `ValueError`. The padded buffer helper `_flat` is given.
+        a `ValueError`. The padded buffer helper `_flat` and the mask `_with_gradient` are given.
     """)
     lesson.exercise(
         "zero1",
@@ -210,14 +222,38 @@ def build() -> LessonBuilder:
                 return flat[self.start : self.start + self.shard_size].div_(self.world_size)
                 ### END SOLUTION
 
+            def _with_gradient(self) -> torch.Tensor:
+                """Given: (shard_size,) bool, True where this rank's shard holds an element of a parameter that has a
+                .grad on at least one rank of the group; False for frozen and unused parameters, and the padding."""
+                has = self.params[0].new_tensor([float(p.grad is not None) for p in self.params])
+                everyone = has.new_empty(self.world_size * len(self.params))
+                all_gather(everyone, has, group=self.group)
+                anywhere = everyone.view(self.world_size, -1).amax(0)
+                flat = self._flat([torch.full(p.shape, float(a)) for p, a in zip(self.params, anywhere)])
+                return flat[self.start : self.start + self.shard_size] > 0
+
             @torch.no_grad()
             def step(self) -> None:
-                """Reduce the gradients, step the optimizer on this rank's shard, all-gather the updated parameters."""
+                """Reduce the gradients, step the optimizer on this rank's shard, all-gather the updated parameters.
+                A parameter that has no gradient on any rank (frozen, or unused by the forward) is skipped, as
+                torch.optim skips a parameter whose .grad is None: its elements of the shard and of the optimizer
+                state come out of the step as they went in (no weight decay, no momentum)."""
+                # TODO: skip = the elements without a gradient (self._with_gradient(), before the gradients are freed)
                 # TODO: the shard's .grad from reduce_gradients(); self.optimizer.step()
+                # TODO: put the skipped elements back: the shard's, and those of every state tensor shaped like it
+                #       (a state tensor the step has just created starts at zero there)
                 # TODO: all_gather the shards into one padded flat buffer; copy it back into every parameter
                 ### BEGIN SOLUTION
+                skip = ~self._with_gradient()
                 self.shard.grad = self.reduce_gradients()
+                state = self.optimizer.state[self.shard]  # the dict the step fills in place (empty before the first)
+                kept = {k: v[skip].clone() for k, v in state.items() if torch.is_tensor(v) and v.shape == skip.shape}
+                kept_values = self.shard[skip].clone()
                 self.optimizer.step()
+                self.shard[skip] = kept_values  # no weight decay where no rank has a gradient
+                for k, v in state.items():
+                    if torch.is_tensor(v) and v.shape == skip.shape:
+                        v[skip] = kept.get(k, 0)  # no momentum either: a new state tensor starts at zero there
                 full = self.shard.new_empty(self.world_size * self.shard_size)
                 all_gather(full, self.shard.detach(), group=self.group)  # rank r's shard lands at [rS, (r+1)S)
                 offset = 0
@@ -368,6 +404,12 @@ def build() -> LessonBuilder:
         - *No all-gather*: each rank's parameters only change where it owns the shard.
         - *The optimizer built on the full parameters* (state not sharded): numerically right, the state-bytes
           check fails.
+        - *Weight decay on parameters without a gradient*: stepping the whole shard treats a frozen or unused
+          parameter's elements as zero gradients, and AdamW shrinks them every step (`torch.optim` leaves them
+          alone); a check trains a frozen and an unused parameter with AdamW and `weight_decay=0.1`.
+        - *The rank and size of the world*, or *collectives without `group=`*: right when ZeRO is the whole job,
+          wrong as soon as it shards along one dimension of a larger mesh (ZeRO next to tensor or pipeline
+          parallelism); a check runs on the group [1, 2] of a world of 3, where rank 0 must receive nothing.
         - In stage 2: *all-reduce instead of reduce-scatter* (forbidden), *the full gradients kept*, *no division*.
         - In the memory model: *stage 2 still dividing only the optimizer state*, *stage 3 forgetting the weights*.
 

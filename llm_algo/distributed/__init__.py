@@ -1,5 +1,7 @@
-"""Real `torch.distributed` worlds for the checks of the parallelism lessons (see `world`), and the rank side."""
+"""Real `torch.distributed` worlds for the checks of the parallelism lessons (see `world`), the rank side, and
+sub-groups with a bystander (see `subgroup`)."""
 
+from .subgroup import run_subgroup
 from .world import (
     RankResult,
     World,
@@ -21,5 +23,6 @@ __all__ = [
     "expect_ranks_ok",
     "expect_ranks_refuse",
     "run_ranks",
+    "run_subgroup",
     "world",
 ]

@@ -10,7 +10,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from llm_algo.check import Checks, expect, expect_close, expect_refused, one_thread
-from llm_algo.distributed import attempted, expect_ranks_ok, run_ranks
+from llm_algo.distributed import attempted, expect_ranks_ok, run_ranks, run_subgroup
+from llm_algo.distributed.subgroup import GROUP_HINT
 
 checks = Checks("p02.ddp")
 checks.restrict(
@@ -49,6 +50,14 @@ class TiedLM(nn.Module):
         if use_mlp:
             h = h + self.down(torch.tanh(self.up(h)))
         return self.head(h) + self.logit_bias  # (B, T, vocab)
+
+
+class TiedLMWithUnused(TiedLM):
+    """TiedLM with a parameter the forward never uses (torch.optim skips it: its .grad stays None)."""
+
+    def __init__(self):
+        super().__init__()
+        self.unused = nn.Parameter(torch.randn(5))
 
 
 def bucket_cap(dtype) -> int:
@@ -99,10 +108,10 @@ def shard(tensor, rank, world):
     return tensor[rank * size : (rank + 1) * size]
 
 
-def single_process(seed, dtype, optimizer, batches, use_mlp=None):
+def single_process(seed, dtype, optimizer, batches, use_mlp=None, model_class=TiedLM):
     """The reference: rank 0's initial model trained on the full batches in one process."""
     torch.manual_seed(seed)
-    model = TiedLM().to(dtype)
+    model = model_class().to(dtype)
     opt = make_optimizer(optimizer, model.parameters())
     losses = []
     for step, (tokens, targets) in enumerate(batches):
@@ -114,16 +123,16 @@ def single_process(seed, dtype, optimizer, batches, use_mlp=None):
     return [p.detach() for p in model.parameters()], torch.stack(losses)
 
 
-def trained_parameters(ddp_class, seed, dtype, optimizer, batches, use_mlp=None):
-    """In every rank: a replica initialised from its own seed, wrapped, trained on this rank's shards."""
-    rank, world = dist.get_rank(), dist.get_world_size()
+def trained_parameters(ddp_class, seed, dtype, optimizer, batches, use_mlp=None, model_class=TiedLM, group=None):
+    """In every rank of `group`: a replica initialised from its own seed, wrapped, trained on this rank's shards."""
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
     torch.manual_seed(seed + 1000 * rank)  # the replicas start apart: only the broadcast brings them together
-    model = TiedLM().to(dtype)
+    model = model_class().to(dtype)
     if rank != 0:  # make the difference certain, whatever the seeds give
         with torch.no_grad():
             for p in model.parameters():
                 p.add_(1.0)
-    ddp = ddp_class(model, bucket_cap_bytes=bucket_cap(dtype))
+    ddp = ddp_class(model, bucket_cap_bytes=bucket_cap(dtype), group=group)
     opt = make_optimizer(optimizer, model.parameters())
     local_losses = []
     for step, (tokens, targets) in enumerate(batches):
@@ -136,8 +145,8 @@ def trained_parameters(ddp_class, seed, dtype, optimizer, batches, use_mlp=None)
     return [p.detach().clone() for p in model.parameters()], torch.stack(local_losses)
 
 
-def compare_replicas(per_rank, want, *, input, hint):
-    names = [name for name, _ in TiedLM().named_parameters()]
+def compare_replicas(per_rank, want, *, input, hint, model_class=TiedLM):
+    names = [name for name, _ in model_class().named_parameters()]
     for rank, (params, _) in enumerate(per_rank):
         for name, got, expected in zip(names, params, want, strict=True):
             expect_close(got, expected, input=f"{input}, rank {rank}", what=name, hint=hint)
@@ -207,27 +216,41 @@ def expect_refusals(results, labels, wants, hint):
 # ------------------------------------------------------------------------------------------ broadcast_parameters
 
 
-def broadcast_and_report(broadcast, src):
+def broadcast_and_report(broadcast, src, group=None):
     """Every rank: a model and buffers that differ per rank; after the broadcast, what each rank holds."""
-    rank = dist.get_rank()
+    rank = dist.get_rank(group)
     torch.manual_seed(100 + rank)
     model = nn.Sequential(TiedLM(), nn.BatchNorm1d(13)).to(torch.float64)
     model[1].num_batches_tracked.fill_(7 + rank)  # an int64 buffer
     model[0].scale.mul_(rank + 1)
     storage = {name: t.data_ptr() for name, t in model.state_dict(keep_vars=True).items()}
     before = {name: t.detach().clone() for name, t in model.state_dict(keep_vars=True).items()}
-    broadcast(model, src=src)
+    broadcast(model, src=src, group=group)
     state = {name: t.detach().clone() for name, t in model.state_dict(keep_vars=True).items()}
     in_place = all(storage[name] == t.data_ptr() for name, t in model.state_dict(keep_vars=True).items())
     tied = model[0].head.weight is model[0].embed.weight
     return state, in_place, tied, before
 
 
-def check_broadcast(ex, src):
+def check_broadcast(ex, src, subgroup=False):
     attempted(lambda: ex.broadcast_parameters("not a module"))
     label = f"{WORLD} ranks, TiedLM + BatchNorm1d (float64 parameters, int64 buffer) different on each rank, src={src}"
-    results = ranks(broadcast_and_report, args=(ex.broadcast_parameters, src), forbid=FORBID, instead=INSTEAD)
-    per_rank = expect_ranks_ok(results, input=label, hint="every rank calls dist.broadcast(tensor, group_src=src)")
+    hint = "every rank calls dist.broadcast(tensor, group_src=src)"
+    if subgroup:
+        label = f"the group [1, 2] of a world of 3 ({label}; src is a rank of the group: global rank {src + 1})"
+        results = run_subgroup(
+            broadcast_and_report,
+            input=label,
+            hint=hint + ", group=group",
+            args=(ex.broadcast_parameters, src),
+            forbid=FORBID,
+            instead=INSTEAD,
+            deadline=DEADLINE,
+        )
+        hint += f", group=group; {GROUP_HINT}"
+    else:
+        results = ranks(broadcast_and_report, args=(ex.broadcast_parameters, src), forbid=FORBID, instead=INSTEAD)
+    per_rank = expect_ranks_ok(results, input=label, hint=hint)
     source_state = per_rank[src][3]  # what rank src held before the broadcast
     for rank, (state, in_place, tied, _) in enumerate(per_rank):
         for name, tensor in state.items():
@@ -259,6 +282,13 @@ def replicas_get_rank_zero_weights(ex):
 def broadcast_from_rank_one(ex):
     """src=1: every rank ends with rank 1's parameters and buffers"""
     check_broadcast(ex, 1)
+
+
+@checks("broadcast_parameters")
+def broadcast_on_a_subgroup(ex):
+    """the group [1, 2] of a world of 3, src=1 (global rank 2): both members end with its tensors; rank 0, outside
+    the group, receives nothing"""
+    check_broadcast(ex, 1, subgroup=True)
 
 
 @checks("broadcast_parameters")
@@ -614,3 +644,37 @@ def unused_parameters_flushed_at_the_end(ex):
         input=label,
         hint="_finish must launch every bucket not launched yet, counting missing gradients as zeros",
     )
+
+
+@checks("ddp")
+@one_thread()
+def frozen_and_unused_parameters_on_a_subgroup(ex):
+    """the group [1, 2] of a world of 3 (rank 0 receives nothing), a frozen logit bias and a parameter the forward
+    never uses, SGD with momentum, 4 steps: every member equals one process trained on the full batch"""
+    attempted(lambda: ex.DDP("not a module"))
+    batches = make_batches(4, 8)
+    label = (
+        "the group [1, 2] of a world of 3, TiedLM float64 with a frozen logit bias and an unused parameter (5,), "
+        "batch 8 = 2 x 4, SGD momentum, 4 steps"
+    )
+    hint = "take the rank and size from the group and pass group= to the broadcast and to every all-reduce"
+    results = run_subgroup(
+        trained_parameters,
+        input=label,
+        hint=hint,
+        args=(ex.DDP, 13, torch.float64, "sgd", batches, None, TiedLMWithUnused),
+        forbid=FORBID,
+        instead=INSTEAD,
+        deadline=DEADLINE,
+    )
+    per_rank = expect_ranks_ok(results, input=label, hint=f"{hint}; {GROUP_HINT}")
+    want, want_losses = single_process(13, torch.float64, "sgd", batches, model_class=TiedLMWithUnused)
+    compare_replicas(
+        per_rank,
+        want,
+        input=label,
+        hint="the mean over the group's ranks: divide by dist.get_world_size(group), not the world's",
+        model_class=TiedLMWithUnused,
+    )
+    mean_loss = (per_rank[0][1] + per_rank[1][1]) / 2
+    expect_close(mean_loss, want_losses, input=label, what="mean of the members' losses per step", hint="")

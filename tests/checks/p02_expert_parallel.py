@@ -13,8 +13,9 @@ import torch
 import torch.distributed as dist
 
 from llm_algo.check import Checks, expect, expect_close
-from llm_algo.distributed import expect_ranks_ok, expect_ranks_refuse, run_ranks
+from llm_algo.distributed import attempted, expect_ranks_ok, expect_ranks_refuse, run_ranks, run_subgroup
 from llm_algo.distributed.collectives import all_gather_single
+from llm_algo.distributed.subgroup import GROUP_HINT
 from llm_algo.references.moe import moe_loop_spec, random_experts
 
 checks = Checks("p02.expert_parallel")
@@ -68,6 +69,11 @@ def rank_exchange(learner, ranks, counts):
     group = dist.new_group(ranks) if ranks is not None else None
     if ranks is not None and dist.get_rank() not in ranks:
         return None
+    return exchange_on(learner, counts, group=group)
+
+
+def exchange_on(learner, counts, group=None):
+    """In a rank of `group`: the learner's exchange_counts and the reference."""
     size, rank = dist.get_world_size(group), dist.get_rank(group)
     original = counts.clone()  # contiguous; `counts` itself goes to the learner as it came (maybe a strided view)
     mine = learner(counts, group)
@@ -77,18 +83,18 @@ def rank_exchange(learner, ranks, counts):
     return mine, everyone.view(size, -1)[:, rank * local : (rank + 1) * local]
 
 
-def rank_all_to_all(learner, output_splits, input_splits, x, upstream):
+def rank_all_to_all(learner, output_splits, input_splits, x, upstream, group=None):
     """Forward and backward of the learner's all_to_all and of the autograd-aware torch version."""
     from torch.distributed.nn.functional import all_to_all_single
 
-    rank = dist.get_rank()
+    rank = dist.get_rank(group)
     mine_in = x.detach().requires_grad_(x.is_floating_point())  # as it came: maybe a strided view
-    out = learner(mine_in, output_splits[rank], input_splits[rank])
+    out = learner(mine_in, output_splits[rank], input_splits[rank], group)
     ref_in = x.clone().requires_grad_(x.is_floating_point())
     ref_out = torch.empty((sum(output_splits[rank]), *x.shape[1:]), dtype=x.dtype)
     with warnings.catch_warnings():  # torch 2.13 deprecates it for _functional_collectives; it is still the reference
         warnings.simplefilter("ignore", FutureWarning)
-        ref = all_to_all_single(ref_out, ref_in, output_splits[rank], input_splits[rank])
+        ref = all_to_all_single(ref_out, ref_in, output_splits[rank], input_splits[rank], group=group)
     if not x.is_floating_point():
         return out, ref, None, None
     if upstream is None:  # the gradient of a plain sum arrives as an expanded (stride 0, non-contiguous) tensor
@@ -100,16 +106,16 @@ def rank_all_to_all(learner, output_splits, input_splits, x, upstream):
     return out, ref, mine_in.grad, ref_in.grad
 
 
-def rank_ep_layer(learner, xs, weights, top_k, upstreams, dtype, backward):
+def rank_ep_layer(learner, xs, weights, top_k, upstreams, dtype, backward, frozen_router=False, group=None):
     """This rank's tokens and experts through the learner's layer; output, gradients and the all-to-all log."""
-    rank, size = dist.get_rank(), dist.get_world_size()
+    rank, size = dist.get_rank(group), dist.get_world_size(group)
     local = weights["w_gate"].shape[0] // size
     experts = slice(rank * local, (rank + 1) * local)
     x = xs[rank].to(dtype).clone().requires_grad_(backward)
-    router = weights["router_weight"].to(dtype).clone().requires_grad_(backward)
+    router = weights["router_weight"].to(dtype).clone().requires_grad_(backward and not frozen_router)
     mine = {n: weights[n][experts].to(dtype).clone().requires_grad_(backward) for n in EXPERTS}
     with AllToAllLog() as log:
-        y = learner(x, router, *(mine[n] for n in EXPERTS), top_k)
+        y = learner(x, router, *(mine[n] for n in EXPERTS), top_k, group)
         if backward:
             (y * upstreams[rank].to(dtype)).sum().backward()
     grads = (x.grad, router.grad, {n: mine[n].grad for n in EXPERTS}) if backward else None
@@ -507,3 +513,107 @@ def refuses_bad_input(ex):
         ],
         "validate shapes, the expert count and dtypes before the first all-to-all",
     )
+
+
+# ------------------------------------------------------------------------------------------ on a sub-group
+
+
+def on_a_subgroup(fn, *, input, hint, args=(), member_args=None):
+    """`fn` in the members of the group [1, 2] of a world of 3: rank 0 stands by and must receive nothing."""
+    results = run_subgroup(
+        fn,
+        input=input,
+        hint=hint,
+        args=args,
+        member_args=member_args,
+        forbid=FORBID,
+        instead=INSTEAD,
+        deadline=DEADLINE_S,
+    )
+    return expect_ranks_ok(results, input=input, hint=f"{hint}; {GROUP_HINT}")
+
+
+@checks("exchange_counts")
+def counts_on_a_subgroup(ex):
+    """the group [1, 2] of a world of 3, E = 4: row s = group rank s's counts for my experts; rank 0, outside the
+    group, receives nothing"""
+    attempted(lambda: ex.exchange_counts(torch.zeros(4, dtype=torch.int64)))
+    counts = [torch.randint(0, 50, (4,)) for _ in range(2)]
+    label = "counts (E=4,) int64 on each member of the group [1, 2] of a world of 3"
+    values = on_a_subgroup(
+        exchange_on, args=(ex.exchange_counts,), member_args=[(c,) for c in counts], input=label, hint=HINT_COUNTS
+    )
+    for rank, (mine, want) in enumerate(values):
+        expect_equal(mine, want, input=f"{label}, group rank {rank}", hint=HINT_COUNTS, what="received counts")
+
+
+@checks("all_to_all")
+def all_to_all_on_a_subgroup(ex):
+    """the group [1, 2] of a world of 3, uneven splits, float32 rows (3,): forward and backward equal torch's
+    autograd all_to_all_single on the group; rank 0 receives nothing"""
+    attempted(lambda: ex.all_to_all(torch.zeros(2, 3), [1, 1], [1, 1]))
+    output_splits, input_splits = random_splits()
+    xs = [torch.randn(sum(input_splits[r]), 3) for r in range(2)]
+    ups = [torch.randn(sum(output_splits[r]), 3) for r in range(2)]
+    label = f"rows (3,) float32, input_splits per member {input_splits}, the group [1, 2] of a world of 3"
+    values = on_a_subgroup(
+        rank_all_to_all,
+        args=(ex.all_to_all, output_splits, input_splits),
+        member_args=list(zip(xs, ups, strict=True)),
+        input=label,
+        hint=HINT_A2A + "; group=group in both",
+    )
+    for rank, (out, ref, grad, ref_grad) in enumerate(values):
+        expect_equal(out, ref, input=f"{label}, group rank {rank}", hint=HINT_A2A)
+        expect_close(grad, ref_grad, input=f"{label}, group rank {rank}", what="d loss / d x", hint=HINT_A2A)
+
+
+@checks("ep_moe_layer")
+def frozen_router_and_an_idle_expert_on_a_subgroup(ex):
+    """the group [1, 2] of a world of 3, float64, a frozen router (requires_grad=False) under which expert 3 never
+    wins (its row is the mean of the others'): outputs and gradients equal the single-process loop, router.grad None,
+    expert 3's gradients zero; rank 0 receives nothing"""
+    attempted(lambda: ex.ep_moe_layer(torch.zeros(2, 8, dtype=torch.int64), *([torch.zeros(1)] * 4), 1))
+    tokens, E, top_k = (6, 5), 4, 1
+    for _ in range(20):  # group rank 1 owns experts 2 and 3: expert 2 must get a token, expert 3 none
+        xs, weights, upstreams = ep_case(tokens, E, top_k, skew=0.5)
+        weights["router_weight"][3] = weights["router_weight"][:3].mean(dim=0)  # never strictly the largest logit
+        chosen = torch.cat(xs) @ weights["router_weight"].T
+        if int((chosen.argmax(dim=-1) == 2).sum()) > 0:
+            break
+    label = ep_label(xs, E, top_k, torch.float64).replace("2 ranks", "the group [1, 2] of a world of 3")
+    label += ", router frozen, expert 3 (group rank 1's) never chosen"
+    values = on_a_subgroup(
+        rank_ep_layer,
+        args=(ex.ep_moe_layer, xs, weights, top_k, upstreams, torch.float64, True, True),
+        input=label,
+        hint=HINT_EP,
+    )
+    _, loop, x_grad, weight_grads = single_process(ex, xs, weights, top_k, upstreams, torch.float64)
+    local, start = E // 2, 0
+    for rank, (y, grads, _) in enumerate(values):
+        rows = slice(start, start + tokens[rank])
+        start += tokens[rank]
+        where = f"{label}, group rank {rank}"
+        expect_close(y, loop[rows], input=where, what="output", hint=HINT_EP)
+        mine_x, router_grad, mine_experts = grads
+        expect(
+            router_grad is None,
+            "the frozen router got a gradient",
+            input=where,
+            expected="router_weight.grad is None (requires_grad=False)",
+            got=f"a {tuple(router_grad.shape)} gradient" if router_grad is not None else "None",
+            hint="do not turn the router weight into a leaf that requires grad",
+        )
+        for name, got, want in [("x", mine_x, x_grad[rows])] + [
+            (n, mine_experts[n], weight_grads[n][rank * local : (rank + 1) * local]) for n in EXPERTS
+        ]:
+            expect(
+                got is not None,
+                f"no gradient reaches {name}",
+                input=where,
+                expected=f"d loss / d {name} (zeros for an expert that got no token)",
+                got="None",
+                hint="an expert that receives no rows must still be part of the graph, or its gradient is None",
+            )
+            expect_close(got, want, input=where, what=f"d loss / d {name}", hint=HINT_EP)

@@ -6,17 +6,17 @@ collectives and, by weak references to the all-gather outputs, the gathered byte
 
 import copy
 import math
-import weakref
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from llm_algo.check import Checks, describe, expect, expect_close, expect_value_error, one_thread
-from llm_algo.distributed import expect_ranks_ok, expect_ranks_refuse, run_ranks, world
+from llm_algo.check.ledger import CommLedger
+from llm_algo.distributed import attempted, expect_ranks_ok, expect_ranks_refuse, run_ranks, run_subgroup, world
 from llm_algo.distributed.collectives import all_gather_single, reduce_scatter_single
+from llm_algo.distributed.subgroup import GROUP_HINT
 
 checks = Checks("p02.fsdp")
 
@@ -39,14 +39,14 @@ LOW = (torch.bfloat16, torch.float16)
 _WARM: set = set()
 
 
-def warm_up():
+def warm_up(size=P):
     """What every rank does once, with a generous deadline: the first autograd pass, dispatch mode and collectives
     of a fresh process (lazy imports and initialisation) take many seconds on a loaded machine, and must not be
     mistaken for a hang by the checks' short deadline."""
-    current = world(P)
+    current = world(size)
     key = tuple(process.pid for process in current.processes)
     if key not in _WARM:
-        expect_ranks_ok(current.run(_first_steps, deadline=120.0), input=f"starting {P} ranks")
+        expect_ranks_ok(current.run(_first_steps, deadline=120.0), input=f"starting {size} ranks")
         _WARM.add(key)
 
 
@@ -133,57 +133,12 @@ def padded_bytes(numel, dtype, world_size=P):
     return world_size * math.ceil(numel / world_size) * torch.empty((), dtype=dtype).element_size()
 
 
-class CommLedger(TorchDispatchMode):
-    """Every c10d operation in this rank: counts by kind, the dtype and size of each all-gather output and
-    reduce-scatter input, and at each collective the bytes of all-gather outputs still alive (weak references)."""
-
-    def __init__(self):
-        super().__init__()
-        self.events, self.live, self.peak = [], [], 0
-
-    @staticmethod
-    def kind(name):
-        for kind in ("allgather", "reduce_scatter", "allreduce", "gather", "broadcast", "scatter"):
-            if kind in name:
-                return kind
-        return name
-
-    def alive(self):
-        self.live = [(ref, size) for ref, size in self.live if ref() is not None]
-        return sum(size for _, size in self.live)
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        if func.namespace == "c10d":
-            kind = self.kind(func.__name__.split(".")[0])
-            touched = args[1] if kind == "reduce_scatter" else args[0]
-            tensors = [t for t in _tensors(touched)]
-            if kind in ("allgather", "gather"):
-                for t in tensors:
-                    self.live.append((weakref.ref(t), t.numel() * t.element_size()))
-            self.peak = max(self.peak, self.alive())
-            dtypes = sorted({str(t.dtype).removeprefix("torch.") for t in tensors})
-            self.events.append((kind, sum(t.numel() for t in tensors), ",".join(dtypes)))
-        return out
-
-    def count(self, kind):
-        return sum(1 for k, _, _ in self.events if k == kind)
-
-
-def _tensors(value):
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _tensors(item)
-
-
-def gather_full(units, names_shapes):
+def gather_full(units, names_shapes, group=None):
     """The checks' own gather of the learner's shards (dist.all_gather is allowed here): {name: full fp32 tensor}."""
     full = {}
     for prefix, (unit, named) in enumerate(zip(units, names_shapes, strict=True)):
-        pieces = [torch.empty_like(unit.shard) for _ in range(dist.get_world_size())]
-        dist.all_gather(pieces, unit.shard.detach().contiguous())
+        pieces = [torch.empty_like(unit.shard) for _ in range(dist.get_world_size(group))]
+        dist.all_gather(pieces, unit.shard.detach().contiguous(), group=group)
         flat = torch.cat(pieces)
         start = 0
         for name, shape in named:
@@ -510,6 +465,15 @@ def rank_all_gather_own_group(AllGatherShard, shards, grads):
     return full.detach(), shard.grad
 
 
+def rank_all_gather_on_group(AllGatherShard, shards, grads, group=None):
+    """A member of `group`: gather the members' shards, backward with this member's upstream gradient."""
+    rank = dist.get_rank(group)
+    shard = nn.Parameter(shards[rank].clone())
+    full = AllGatherShard.apply(shard, torch.float32, group)
+    full.backward(grads[rank])
+    return full.detach(), shard.grad
+
+
 def rank_all_gather_bad(AllGatherShard, case):
     shard = {"2-D": torch.randn(3, 4), "int64": torch.arange(6), "int dtype": torch.randn(6)}[case]
     dtype = torch.int32 if case == "int dtype" else torch.float32
@@ -794,6 +758,54 @@ def rank_unit_bad(FSDPUnit, case):
         FSDPUnit(nn.Sequential(inner, nn.Linear(4, 4)))
     elif case == "float64 parameters":
         FSDPUnit(nn.Linear(4, 4).double())
+
+
+class BlockWithUnused(Block):
+    """Block with a parameter its forward never uses: no gradient reaches it."""
+
+    def __init__(self, dim):
+        super().__init__(dim)
+        self.unused = nn.Parameter(torch.randn(3))
+
+
+def build_model_with_unused(seed=0, dim=16):
+    """Three units: 208 parameters, 1107 (a Block and its unused (3,)), 85; a frozen output scale outside them."""
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(12, dim), BlockWithUnused(dim), nn.Linear(dim, 5))
+
+
+def frozen_scale():
+    """A frozen parameter of the model that holds the units (FSDPUnit shards every parameter it is given, frozen or
+    not, into one trainable shard: frozen parameters stay outside the units here)."""
+    torch.manual_seed(99)
+    return nn.Parameter(torch.rand(5) + 0.5, requires_grad=False)
+
+
+def rank_training_on_group(FSDPUnit, x, y, steps, group=None):
+    """A member of `group`: units around the model's children, SGD with momentum on this member's rows; the trained
+    weights (the checks' own gather over the group)."""
+    rank, size = dist.get_rank(group), dist.get_world_size(group)
+    children = list(build_model_with_unused())
+    names_shapes = [[(n, p.shape) for n, p in child.named_parameters()] for child in children]
+    units = [FSDPUnit(child, group=group) for child in children]
+    model, scale = nn.Sequential(*units), frozen_scale()
+    opt = make_optimizer("sgd", [*model.parameters(), scale])
+    rows = slice(rank * (x.shape[0] // size), (rank + 1) * (x.shape[0] // size))
+    for _ in range(steps):
+        F.mse_loss(model(x[rows]) * scale, y[rows]).backward()
+        opt.step()
+        opt.zero_grad()
+    return gather_full(units, names_shapes, group), scale.detach()
+
+
+def single_process_training_with_unused(x, y, dtype, steps):
+    model, scale = build_model_with_unused().to(dtype), frozen_scale().to(dtype)
+    opt = make_optimizer("sgd", [*model.parameters(), scale])
+    for _ in range(steps):
+        F.mse_loss(model(x.to(dtype)) * scale, y.to(dtype)).backward()
+        opt.step()
+        opt.zero_grad()
+    return {name: p.detach() for name, p in model.named_parameters()}
 
 
 def shard_of(tensors, rank):
@@ -1205,4 +1217,88 @@ def state_dict_refuses_a_model_without_units(ex):
         args=(ex.full_state_dict,),
         input=f"{P} ranks, a plain {MODEL}",
         hint="no FSDPUnit in the model: raise ValueError instead of returning an empty dict",
+    )
+
+
+def on_a_subgroup(ex, fn, *, probe, args, input, hint):
+    """`fn` in the members of the group [1, 2] of a world of 3 (rank 0 stands by and must receive nothing); `probe`
+    first, in the grader: an untouched skeleton reads not attempted without starting the world of 3."""
+    attempted(probe)
+    warm_up(3)
+    results = run_subgroup(fn, input=input, hint=hint, args=args, forbid=FORBID, instead=INSTEAD, deadline=DEADLINE_S)
+    not_attempted(ex, results)
+    return expect_ranks_ok(results, input=input, hint=f"{hint}; {GROUP_HINT}")
+
+
+@checks("all_gather_shard")
+def gather_and_reduce_scatter_on_a_subgroup(ex):
+    """the group [1, 2] of a world of 3: the members' shards gathered in group-rank order, the gradient the mean over
+    the 2 members; rank 0, outside the group, receives nothing"""
+    shards = [torch.randn(6) for _ in range(2)]
+    grads = [torch.randn(12) for _ in range(2)]
+    label = "the group [1, 2] of a world of 3, shards (6,) float32 (group rank 0 = global rank 1), compute float32"
+    per_rank = on_a_subgroup(
+        ex,
+        rank_all_gather_on_group,
+        probe=lambda: ex.AllGatherShard.apply(nn.Parameter(torch.randn(3)), torch.float32),
+        args=(ex.AllGatherShard, shards, grads),
+        input=label,
+        hint="all_gather_single(..., group=group) and reduce_scatter_single(..., group=ctx.group); divide by "
+        "dist.get_world_size(group)",
+    )
+    mean = (grads[0] + grads[1]) / 2
+    for rank, (full, grad) in enumerate(per_rank):
+        expect_close(
+            full,
+            torch.cat(shards),
+            input=f"{label}, group rank {rank}",
+            what="gathered buffer",
+            hint="group rank order",
+        )
+        expect_close(
+            grad,
+            mean[rank * 6 : (rank + 1) * 6],
+            input=f"{label}, group rank {rank}",
+            what="shard gradient",
+            hint="the sum over the group's 2 ranks divided by 2, not by the world's 3",
+        )
+
+
+@checks("fsdp_unit")
+@one_thread()
+def unused_parameter_on_a_subgroup(ex):
+    """the group [1, 2] of a world of 3 (rank 0 receives nothing), a unit with a parameter its forward never uses
+    and a frozen scale outside the units, 3 SGD-momentum steps: the weights of one process trained on the full batch"""
+    x, y = data()
+    label = (
+        "the group [1, 2] of a world of 3, Linear(12,16) | Block(16) with an unused (3,) | Linear(16,5), times a "
+        "frozen (5,) scale, float32, 3 SGD-momentum steps, batch 8 = 2 x 4"
+    )
+    full, scale = on_a_subgroup(
+        ex,
+        rank_training_on_group,
+        probe=lambda: ex.FSDPUnit(nn.Linear(2, 2)),
+        args=(ex.FSDPUnit, x, y, 3),
+        input=label,
+        hint="rank and size from the group (dist.get_rank(group), dist.get_world_size(group)), group= in every "
+        "collective",
+    )[0]
+    want = single_process_training_with_unused(x, y, torch.float64, 3)
+    base = single_process_training_with_unused(x, y, torch.float32, 3)
+    for name, tensor in want.items():
+        expect_close(
+            full[name],
+            tensor,
+            baseline=base[name],
+            input=f"{label}: {name}",
+            what=f"{name} after 3 steps",
+            hint="the mean gradient over the group's ranks; a parameter the forward does not use gets none",
+        )
+    expect(
+        torch.equal(scale, frozen_scale()),
+        "the frozen scale changed",
+        input=label,
+        expected="requires_grad=False: untouched",
+        got=str(scale.tolist()),
+        hint="",
     )

@@ -3,7 +3,10 @@
 3 and 4 processes (a fixture written by scripts/make_pipeline_orders.py); the closed forms m and min(p - s, m)
 (activations held) and (p-1)/(m+p-1) (bubble); a memoised longest-path evaluation of op end times written
 independently of the simulator; and single-process training of the whole model on the whole batch (gradients of
-every stage, per-micro-batch losses) for the runtime, which runs in 3 real processes."""
+every stage, per-micro-batch losses) for the runtime, which runs in 3 real processes. The activations a stage holds
+are measured, never read from the runtime's own counter: `llm_algo.check.ledger.SavedTensorLedger` follows every
+tensor autograd saves during each call of the stage by weak reference, and counts the micro-batches whose saved
+tensors are still alive at each backward."""
 
 import json
 import random
@@ -15,7 +18,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from llm_algo.check import Checks, expect, expect_close, one_thread
-from llm_algo.distributed import expect_ranks_ok, expect_ranks_refuse, run_ranks
+from llm_algo.check.ledger import SavedTensorLedger
+from llm_algo.distributed import expect_ranks_ok, expect_ranks_refuse, run_ranks, run_subgroup
 from llm_algo.paths import repo_root
 
 checks = Checks("p02.pipeline_parallel")
@@ -27,6 +31,10 @@ checks.restrict(
 )
 
 WORLD = 3  # a first, a middle and a last stage
+GROUP_HINT = (
+    "address the neighbours as dist.get_global_rank(group, s ± 1) (the given neighbour()) and pass group= to "
+    "every send and recv; isend your sends"
+)
 DEADLINE = 20.0  # one call takes well under a second (the first in a fresh world a few); a deadlock must fail fast
 
 
@@ -453,25 +461,36 @@ def deadlocks_and_bad_schedules_refused(ex):
 HIDDEN, ROWS = 6, 2  # features between stages; rows per micro-batch
 
 
-def make_model(classes: int | None, dtype):
-    """WORLD stages of Linear + tanh; with `classes`, the last stage ends in Linear(HIDDEN, classes) (logits)."""
-    stages = [nn.Sequential(nn.Linear(HIDDEN, HIDDEN), nn.Tanh()) for _ in range(WORLD)]
+def make_model(classes: int | None, dtype, p: int = WORLD, frozen_and_unused: bool = False):
+    """p stages of Linear + tanh; with `classes`, the last stage ends in Linear(HIDDEN, classes) (logits). With
+    `frozen_and_unused`, every stage's first bias is frozen and each stage has a parameter its forward never uses."""
+    stages = [nn.Sequential(nn.Linear(HIDDEN, HIDDEN), nn.Tanh()) for _ in range(p)]
     if classes:
         stages[-1] = nn.Sequential(nn.Linear(HIDDEN, HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, classes))
+    if frozen_and_unused:
+        for stage in stages:
+            stage[0].bias.requires_grad_(False)
+            stage.register_parameter("unused", nn.Parameter(torch.randn(HIDDEN)))
     return [stage.to(dtype) for stage in stages]
 
 
-def stage_in_rank(run_stage, stages, schedule, microbatches, targets, loss_fn):
-    rank = dist.get_rank()
+def stage_in_rank(run_stage, stages, schedule, microbatches, targets, loss_fn, group=None):
+    rank = dist.get_rank(group)
     stage = stages[rank]
-    result = run_stage(stage, schedule[rank], microbatches, targets, loss_fn, (ROWS, HIDDEN))
+    on_group = {} if group is None else {"group": group}
+    # measured, not reported: the tensors autograd saves during each call of the stage (and the loss after it) are
+    # one micro-batch's activations; the ledger counts how many micro-batches' are alive at each backward
+    with SavedTensorLedger(exclude=(stage, microbatches, targets), forwards_of=stage) as ledger:
+        result = run_stage(stage, schedule[rank], microbatches, targets, loss_fn, (ROWS, HIDDEN), **on_group)
     # torch.distributed.pipelining is the reference: the learner's runtime must not bring it in (a `forbid=` here
     # would import it in every rank, seconds of each grading, so the check looks whether anything imported it)
     used = "torch.distributed.pipelining" in sys.modules
     return dict(
         grads=[p.grad for p in stage.parameters()],
         losses=list(result["losses"]),
-        peak=result["peak_in_flight"],
+        reported_peak=result["peak_in_flight"],
+        measured_peak=ledger.peak_forwards,
+        forwards=ledger.forwards,
         used_pipelining=used,
     )
 
@@ -481,33 +500,40 @@ def single_process(stages, x, target, loss_fn, m):
     model.zero_grad()
     loss_fn(model(x), target).backward()
     losses = [loss_fn(model(a), b).detach() for a, b in zip(x.chunk(m), target.chunk(m), strict=True)]
-    return [[p.grad.clone() for p in stage.parameters()] for stage in stages], losses
+    return [[None if p.grad is None else p.grad.clone() for p in stage.parameters()] for stage in stages], losses
 
 
-def check_pipeline(ex, kind, m, dtype, classes=None, peaks=None):
-    stages64 = make_model(classes, torch.float64)
+def check_pipeline(ex, kind, m, dtype, classes=None, peaks=None, subgroup=False):
+    """Train the model split in stages over real ranks (WORLD of them, or with `subgroup` the 2 members [1, 2] of a
+    world of 3 whose rank 0 stands by, with frozen and unused parameters) and compare with one process."""
+    p = 2 if subgroup else WORLD
+    stages64 = make_model(classes, torch.float64, p, frozen_and_unused=subgroup)
     x = torch.randn(m * ROWS, HIDDEN, dtype=torch.float64)
     loss_fn = F.cross_entropy if classes else F.mse_loss
     target = torch.randint(0, classes, (m * ROWS,)) if classes else torch.randn(m * ROWS, HIDDEN, dtype=torch.float64)
-    low = [s.to(dtype) for s in make_model(classes, dtype)]
+    low = [s.to(dtype) for s in make_model(classes, dtype, p, frozen_and_unused=subgroup)]
     for a, b in zip(low, stages64, strict=True):
         b_state = {k: v.to(dtype) for k, v in b.state_dict().items()}
         a.load_state_dict(b_state)
     cast_target = target if classes else target.to(dtype)
-    schedule = reference_ops(kind, WORLD, m)
+    schedule = reference_ops(kind, p, m)
+    where_ranks = (
+        "a group of ranks [1, 2] of a world of 3 (rank 0 stands by), each stage's first bias frozen and a parameter "
+        "its forward never uses"
+        if subgroup
+        else f"{WORLD} ranks"
+    )
     label = (
-        f"3 ranks, {kind}, m={m} micro-batches of {ROWS} rows, {str(dtype)[6:]}, "
+        f"{where_ranks}, {kind}, m={m} micro-batches of {ROWS} rows, {str(dtype)[6:]}, "
         f"{'cross-entropy' if classes else 'MSE'} loss; ops per stage {[show(ops) for ops in schedule]}"
     )
-    results = run_ranks(
-        stage_in_rank,
-        WORLD,
-        args=(ex.run_pipeline_stage, low, schedule, list(x.to(dtype).chunk(m)), list(cast_target.chunk(m)), loss_fn),
-        deadline=DEADLINE,
-    )
-    values = ranks_ok(
-        ex, results, input=label, hint="isend your sends (a blocking send deadlocks 1F1B); recv may block"
-    )
+    args = (ex.run_pipeline_stage, low, schedule, list(x.to(dtype).chunk(m)), list(cast_target.chunk(m)), loss_fn)
+    hint = "isend your sends (a blocking send deadlocks 1F1B); recv may block"
+    if subgroup:
+        results = run_subgroup(stage_in_rank, args=args, input=label, hint=GROUP_HINT, deadline=DEADLINE)
+    else:
+        results = run_ranks(stage_in_rank, WORLD, args=args, deadline=DEADLINE)
+    values = ranks_ok(ex, results, input=label, hint=GROUP_HINT if subgroup else hint)
     expect(
         not any(v["used_pipelining"] for v in values),
         "the runtime uses torch.distributed.pipelining",
@@ -520,10 +546,20 @@ def check_pipeline(ex, kind, m, dtype, classes=None, peaks=None):
     if dtype != torch.float64:
         base_grads, base_losses = single_process(low, x.to(dtype), cast_target, loss_fn, m)
     else:
-        base_grads, base_losses = [[None] * 6] * WORLD, [None] * m
+        base_grads, base_losses = [[None] * len(grads[0])] * p, [None] * m
     for rank, v in enumerate(values):
         where = f"{label}; stage {rank}"
         for k, (got, want, base) in enumerate(zip(v["grads"], grads[rank], base_grads[rank], strict=False)):
+            if want is None:
+                expect(
+                    got is None,
+                    f"parameter {k} of stage {rank} got a gradient",
+                    input=where,
+                    expected="None: it is frozen (requires_grad=False) or its forward never uses it",
+                    got="None" if got is None else f"a gradient of shape {tuple(got.shape)}",
+                    hint="let autograd decide which parameters get gradients: backward() through the stage's output",
+                )
+                continue
             expect(
                 got is not None,
                 f"parameter {k} of stage {rank} has no gradient",
@@ -540,7 +576,7 @@ def check_pipeline(ex, kind, m, dtype, classes=None, peaks=None):
                 what=f"gradient of stage {rank}'s parameter {k}",
                 hint="divide each micro-batch's loss by m; pass the input's gradient back to the previous stage",
             )
-        if rank == WORLD - 1:
+        if rank == p - 1:
             expect(
                 len(v["losses"]) == m,
                 "the last stage should return one loss per micro-batch",
@@ -559,14 +595,36 @@ def check_pipeline(ex, kind, m, dtype, classes=None, peaks=None):
                     hint="the loss of micro-batch i, before dividing it by m",
                 )
         if peaks is not None:
-            expect(
-                v["peak"] == peaks[rank],
-                f"stage {rank} held the wrong number of activations",
-                input=where,
-                expected=str(peaks[rank]),
-                got=repr(v["peak"]),
-                hint="drop what F kept as soon as the matching B has run (kept.pop): that is 1F1B's memory saving",
-            )
+            expect_activations_held(v, peaks[rank], where)
+
+
+def expect_activations_held(v, want, where):
+    """The verdict on memory comes from the ledger; the figure the runtime reports must then agree with it."""
+    expect(
+        v["forwards"] >= 1,
+        "the stage module was never called through its __call__",
+        input=where,
+        expected="stage(x) once per F op (the checks count each micro-batch's activations from that call)",
+        got=f"{v['forwards']} calls",
+        hint="run the stage as stage(x), not stage.forward(x)",
+    )
+    expect(
+        v["measured_peak"] <= want,
+        "the stage kept more micro-batches' activations alive than the schedule holds",
+        input=where,
+        expected=f"at most {want} micro-batches' saved tensors alive at any backward (measured by the checks)",
+        got=f"{v['measured_peak']} alive at once (your runtime reported {v['reported_peak']!r})",
+        hint="drop what F kept as soon as the matching B has run (kept.pop), and keep no other reference to the "
+        "input or output: that is 1F1B's memory saving",
+    )
+    expect(
+        v["reported_peak"] == want,
+        "peak_in_flight differs from the activations the stage really held",
+        input=where,
+        expected=f"{want} (measured: {v['measured_peak']})",
+        got=repr(v["reported_peak"]),
+        hint="count the micro-batches kept between their F and their B: +1 at F, -1 at B, keep the maximum",
+    )
 
 
 @checks("pipeline_stage")
@@ -609,3 +667,11 @@ def refuses_bad_inputs_on_every_rank(ex):
             refusal_in_rank, WORLD, args=(ex.run_pipeline_stage, stages, ops, batches, targets), deadline=DEADLINE
         )
         ranks_refuse(ex, results, input=f"3 ranks, {what}", hint="keep the given checks: they run before any send/recv")
+
+
+@checks("pipeline_stage")
+@one_thread()
+def on_a_sub_group_with_frozen_and_unused_parameters(ex):
+    """2 stages on ranks [1, 2] of a world of 3 (rank 0 must receive nothing), 1F1B, 3 micro-batches, float64, a
+    frozen bias and an unused parameter per stage: gradients (None for those two), losses, 2 and 1 activations"""
+    check_pipeline(ex, "1f1b", 3, torch.float64, peaks=[2, 1], subgroup=True)

@@ -12,7 +12,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from llm_algo.check import Checks, expect, expect_close, one_thread
-from llm_algo.distributed import expect_ranks_ok, expect_ranks_refuse, run_ranks
+from llm_algo.distributed import expect_ranks_ok, expect_ranks_refuse, run_ranks, run_subgroup
 
 checks = Checks("p02.tensor_parallel")
 
@@ -74,6 +74,29 @@ def ranks_refuse(ex, results, errors=(ValueError,), *, input: str, hint: str = "
 
 def run(fn, *args, forbid=GATHERS, instead=NO_GATHER):
     return run_ranks(fn, WORLD, args=args, forbid=forbid, instead=instead, deadline=DEADLINE)
+
+
+ON_GROUP = "ranks [1, 2] of a world of 3 (rank 0 stands by and must receive nothing)"
+GROUP_HINT = "pass the group to every collective and to the layers you build (group=group)"
+
+
+def run_on_group(fn, *args, input: str, forbid=GATHERS, instead=NO_GATHER):
+    """fn(*args, group=group) in the WORLD = 2 members of a sub-group of a world of 3, the other rank standing by."""
+    return run_subgroup(fn, args=args, input=input, hint=GROUP_HINT, forbid=forbid, instead=instead, deadline=DEADLINE)
+
+
+def expect_no_gradients(grads: dict, names, where: str) -> None:
+    """A frozen parameter (requires_grad=False) and one the forward never uses end the backward without a gradient."""
+    for name in names:
+        got = grads[name]
+        expect(
+            got is None,
+            f"the {name} parameter got a gradient",
+            input=where,
+            expected="None: it is frozen (requires_grad=False) or the forward never uses it",
+            got=f"a gradient of shape {tuple(got.shape)}" if isinstance(got, torch.Tensor) else repr(got),
+            hint="let autograd decide which parameters get gradients; never set requires_grad on the caller's",
+        )
 
 
 def rank_slice(size: int, rank: int, world: int = WORLD) -> slice:
@@ -226,10 +249,10 @@ def f_and_g_gradcheck_of_a_split_block(ex):
         )
 
 
-def g_of_f_in_float32(copy_to, reduce_from, w, x, upstream):
-    rank = dist.get_rank()
+def g_of_f_in_float32(copy_to, reduce_from, w, x, upstream, group=None):
+    rank = dist.get_rank(group)
     x = x.clone().requires_grad_()
-    y = reduce_from(copy_to(x) @ w[rank_slice(w.shape[0], rank)].T @ w[rank_slice(w.shape[0], rank)])
+    y = reduce_from(copy_to(x, group) @ w[rank_slice(w.shape[0], rank)].T @ w[rank_slice(w.shape[0], rank)], group)
     (y * upstream).sum().backward()
     return y.detach(), x.grad
 
@@ -237,12 +260,16 @@ def g_of_f_in_float32(copy_to, reduce_from, w, x, upstream):
 @checks("f_and_g")
 @one_thread()
 def f_and_g_float32_random(ex):
-    """float32, random (7, 12) input: g(f(x) W_r^T W_r) equals x W^T W and its input gradient, on both ranks"""
+    """float32, random (7, 12) input, on ranks [1, 2] of a world of 3: g(f(x) W_r^T W_r, group) equals x W^T W and
+    its input gradient, on both members; the rank standing by receives nothing"""
     w = torch.randn(10, 12)
     x = torch.randn(7, 12)
     upstream = torch.randn(7, 12)
-    results = run(g_of_f_in_float32, ex.copy_to_tensor_parallel, ex.reduce_from_tensor_parallel, w, x, upstream)
-    values = ranks_ok(ex, results, input="2 ranks, float32 x (7, 12), W (10, 12) split 5 + 5")
+    label = f"{ON_GROUP}, float32 x (7, 12), W (10, 12) split 5 + 5"
+    results = run_on_group(
+        g_of_f_in_float32, ex.copy_to_tensor_parallel, ex.reduce_from_tensor_parallel, w, x, upstream, input=label
+    )
+    values = ranks_ok(ex, results, input=label, hint=GROUP_HINT)
     w64, x64, up64 = w.double(), x.double().requires_grad_(), upstream.double()
     (x64 @ w64.T @ w64).backward(up64)
     base = x.clone().requires_grad_()
@@ -263,9 +290,14 @@ def f_and_g_float32_random(ex):
 # --------------------------------------------------------------------------------------------- parallel_linear
 
 
-def linear_pair(column_cls, row_cls, w1, b1, w2, b2, x, upstream):
-    """x -> ColumnParallel(w1, b1) -> gelu -> RowParallel(w2, b2), then backward of sum(y * upstream)."""
-    column, row = column_cls(w1, b1), row_cls(w2, b2)
+def linear_pair(column_cls, row_cls, w1, b1, w2, b2, x, upstream, group=None):
+    """x -> ColumnParallel(w1, b1) -> gelu -> RowParallel(w2, b2), then backward of sum(y * upstream). On a group,
+    the column layer's bias is frozen and the row layer gets a parameter its forward never uses."""
+    on_group = {} if group is None else {"group": group}
+    column, row = column_cls(w1, b1, **on_group), row_cls(w2, b2, **on_group)
+    if group is not None:
+        column.bias.requires_grad_(False)
+        row.register_parameter("unused", nn.Parameter(torch.zeros(3, dtype=w2.dtype)))
     x = x.clone().requires_grad_()
     with Collectives() as seen:
         hidden = column(x)
@@ -274,61 +306,9 @@ def linear_pair(column_cls, row_cls, w1, b1, w2, b2, x, upstream):
         (y * upstream).sum().backward()
         backward = seen.since(len(forward))
     grads = dict(w1=column.weight.grad, b1=column.bias.grad, w2=row.weight.grad, b2=row.bias.grad, x=x.grad)
+    if group is not None:
+        grads["unused"] = row.unused.grad
     return dict(hidden=hidden.detach(), y=y.detach(), grads=grads, calls=dict(forward=forward, backward=backward))
-
-
-@checks("parallel_linear")
-@one_thread()
-def column_then_row_equals_unsplit(ex):
-    """float64 MLP 16 -> 24 -> 16 with biases on 2 ranks: output, input gradient and each rank's weight/bias slices"""
-    hidden_size, ffn = 16, 24
-    w1, b1 = torch.randn(ffn, hidden_size, dtype=torch.float64) / 4, torch.randn(ffn, dtype=torch.float64)
-    w2, b2 = torch.randn(hidden_size, ffn, dtype=torch.float64) / 5, torch.randn(hidden_size, dtype=torch.float64)
-    x, upstream = (
-        torch.randn(2, 5, hidden_size, dtype=torch.float64),
-        torch.randn(2, 5, hidden_size, dtype=torch.float64),
-    )
-    results = run(linear_pair, ex.ColumnParallelLinear, ex.RowParallelLinear, w1, b1, w2, b2, x, upstream)
-    values = ranks_ok(ex, results, input="2 ranks, x (2, 5, 16) float64, W1 (24, 16), W2 (16, 24)")
-    l1, l2 = nn.Linear(hidden_size, ffn).double(), nn.Linear(ffn, hidden_size).double()
-    with torch.no_grad():
-        l1.weight.copy_(w1), l1.bias.copy_(b1), l2.weight.copy_(w2), l2.bias.copy_(b2)
-    xr = x.clone().requires_grad_()
-    hidden_ref = l1(xr)
-    y_ref = l2(F.gelu(hidden_ref))
-    (y_ref * upstream).sum().backward()
-    for rank, v in enumerate(values):
-        cols = rank_slice(ffn, rank)
-        where = f"x (2, 5, 16) float64, unsplit nn.Linear(16, 24) -> gelu -> nn.Linear(24, 16); rank {rank}"
-        expect_close(
-            v["hidden"],
-            hidden_ref[..., cols].detach(),
-            input=where,
-            what="column-parallel output",
-            hint=f"rank {rank} keeps rows {cols.start}:{cols.stop} of W1 and of b1: its block of the output",
-        )
-        expect_close(
-            v["y"],
-            y_ref.detach(),
-            input=where,
-            what="row-parallel output",
-            hint="sum the partial products over the ranks (g), then add the bias once",
-        )
-        expect_close(
-            v["grads"]["x"],
-            xr.grad,
-            input=where,
-            what="input gradient",
-            hint="the column-parallel layer applies f: its backward sums the ranks' input gradients",
-        )
-        for name, got, want, hint in (
-            ("W1 gradient", v["grads"]["w1"], l1.weight.grad[cols], "rows of W1"),
-            ("b1 gradient", v["grads"]["b1"], l1.bias.grad[cols], "the same slice of b1"),
-            ("W2 gradient", v["grads"]["w2"], l2.weight.grad[:, cols], "columns of W2"),
-            ("b2 gradient", v["grads"]["b2"], l2.bias.grad, "the whole bias of the row-parallel layer"),
-        ):
-            expect_close(got, want, input=where, what=name, hint=f"rank {rank} keeps {hint} [{cols.start}:{cols.stop}]")
-        expect_counts(v["calls"], 1, 1, input=where, hint="column: f (one all-reduce backward); row: g (one forward)")
 
 
 def linear_alone(cls, row, weight, bias, x, upstream):
@@ -467,6 +447,64 @@ def each_rank_stores_only_its_shard(ex):
         )
 
 
+@checks("parallel_linear")
+@one_thread()
+def column_then_row_equals_unsplit(ex):
+    """float64 MLP 16 -> 24 -> 16 with biases on ranks [1, 2] of a world of 3, the first bias frozen and an unused
+    parameter: output, input gradient and each rank's weight/bias slices; the rank standing by receives nothing"""
+    hidden_size, ffn = 16, 24
+    w1, b1 = torch.randn(ffn, hidden_size, dtype=torch.float64) / 4, torch.randn(ffn, dtype=torch.float64)
+    w2, b2 = torch.randn(hidden_size, ffn, dtype=torch.float64) / 5, torch.randn(hidden_size, dtype=torch.float64)
+    x, upstream = (
+        torch.randn(2, 5, hidden_size, dtype=torch.float64),
+        torch.randn(2, 5, hidden_size, dtype=torch.float64),
+    )
+    label = f"{ON_GROUP}, x (2, 5, 16) float64, W1 (24, 16), W2 (16, 24), b1 frozen"
+    results = run_on_group(
+        linear_pair, ex.ColumnParallelLinear, ex.RowParallelLinear, w1, b1, w2, b2, x, upstream, input=label
+    )
+    values = ranks_ok(ex, results, input=label, hint=GROUP_HINT)
+    l1, l2 = nn.Linear(hidden_size, ffn).double(), nn.Linear(ffn, hidden_size).double()
+    with torch.no_grad():
+        l1.weight.copy_(w1), l1.bias.copy_(b1), l2.weight.copy_(w2), l2.bias.copy_(b2)
+    xr = x.clone().requires_grad_()
+    hidden_ref = l1(xr)
+    y_ref = l2(F.gelu(hidden_ref))
+    (y_ref * upstream).sum().backward()
+    for rank, v in enumerate(values):
+        cols = rank_slice(ffn, rank)
+        where = f"{label}, unsplit nn.Linear(16, 24) -> gelu -> nn.Linear(24, 16); group rank {rank}"
+        expect_close(
+            v["hidden"],
+            hidden_ref[..., cols].detach(),
+            input=where,
+            what="column-parallel output",
+            hint=f"rank {rank} keeps rows {cols.start}:{cols.stop} of W1 and of b1: its block of the output",
+        )
+        expect_close(
+            v["y"],
+            y_ref.detach(),
+            input=where,
+            what="row-parallel output",
+            hint="sum the partial products over the ranks (g), then add the bias once",
+        )
+        expect_close(
+            v["grads"]["x"],
+            xr.grad,
+            input=where,
+            what="input gradient",
+            hint="the column-parallel layer applies f: its backward sums the ranks' input gradients",
+        )
+        for name, got, want, hint in (
+            ("W1 gradient", v["grads"]["w1"], l1.weight.grad[cols], "rows of W1"),
+            ("W2 gradient", v["grads"]["w2"], l2.weight.grad[:, cols], "columns of W2"),
+            ("b2 gradient", v["grads"]["b2"], l2.bias.grad, "the whole bias of the row-parallel layer"),
+        ):
+            expect_close(got, want, input=where, what=name, hint=f"rank {rank} keeps {hint} [{cols.start}:{cols.stop}]")
+        expect_no_gradients(v["grads"], ("b1", "unused"), where)
+        expect_counts(v["calls"], 1, 1, input=where, hint="column: f (one all-reduce backward); row: g (one forward)")
+
+
 # ----------------------------------------------------------------------------------------------- parallel_mlp
 
 
@@ -505,7 +543,8 @@ def train_step(module, x, upstream, *rest, lr=0.5):
         backward = seen.since(len(forward))
     with torch.no_grad():
         for p in module.parameters():
-            p -= lr * p.grad
+            if p.grad is not None:  # frozen and unused parameters have none
+                p -= lr * p.grad
         y_after = module(x.detach(), *rest)
     local = sum(p.numel() for p in module.parameters())
     return dict(
@@ -513,8 +552,16 @@ def train_step(module, x, upstream, *rest, lr=0.5):
     )
 
 
-def mlp_in_rank(cls, w_gate, w_up, w_down, x, upstream):
-    return train_step(cls(w_gate, w_up, w_down), x, upstream)
+def mlp_in_rank(cls, w_gate, w_up, w_down, x, upstream, group=None):
+    """On a group, the down projection's shard is frozen and the module gets a parameter its forward never uses."""
+    if group is None:
+        return train_step(cls(w_gate, w_up, w_down), x, upstream)
+    module = cls(w_gate, w_up, w_down, group=group)
+    module.down.weight.requires_grad_(False)
+    module.register_parameter("unused", nn.Parameter(torch.zeros(3, dtype=x.dtype)))
+    out = train_step(module, x, upstream)
+    out["grads"] = dict(down=module.down.weight.grad, unused=module.unused.grad)
+    return out
 
 
 def reference_step(module, x, upstream, *rest, lr=0.5):
@@ -524,18 +571,27 @@ def reference_step(module, x, upstream, *rest, lr=0.5):
     (y * upstream).sum().backward()
     with torch.no_grad():
         for p in module.parameters():
-            p -= lr * p.grad
+            if p.grad is not None:
+                p -= lr * p.grad
         y_after = module(x.detach(), *rest)
     return y.detach(), x.grad, y_after
 
 
-def check_mlp(ex, hidden, ffn, shape, dtype):
+def check_mlp(ex, hidden, ffn, shape, dtype, on_group=False):
+    """With `on_group`: on ranks [1, 2] of a world of 3, the down projection frozen (here too) and an unused
+    parameter."""
     ref = unsplit_mlp(hidden, ffn)
     weights = [ref.gate_proj.weight, ref.up_proj.weight, ref.down_proj.weight]
     x, upstream = torch.randn(*shape, hidden, dtype=torch.float64), torch.randn(*shape, hidden, dtype=torch.float64)
-    label = f"2 ranks, Llama MLP hidden {hidden}, intermediate {ffn}, x {(*shape, hidden)} {str(dtype)[6:]}"
+    label = f"Llama MLP hidden {hidden}, intermediate {ffn}, x {(*shape, hidden)} {str(dtype)[6:]}"
     args = [w.detach().to(dtype) for w in weights] + [x.to(dtype), upstream.to(dtype)]
-    values = ranks_ok(ex, run(mlp_in_rank, ex.ParallelSwiGLU, *args), input=label)
+    if on_group:
+        label = f"{ON_GROUP}, {label}, down_proj frozen, an unused parameter"
+        ref.down_proj.weight.requires_grad_(False)
+        values = ranks_ok(ex, run_on_group(mlp_in_rank, ex.ParallelSwiGLU, *args, input=label), input=label)
+    else:
+        label = f"2 ranks, {label}"
+        values = ranks_ok(ex, run(mlp_in_rank, ex.ParallelSwiGLU, *args), input=label)
     baseline = None
     if dtype != torch.float64:  # the unsplit module in the dtype under test: the error PyTorch itself makes
         low = UnsplitSwiGLU(hidden, ffn).to(dtype)
@@ -545,30 +601,6 @@ def check_mlp(ex, hidden, ffn, shape, dtype):
 
 
 MLP_HINT = "rank r's fused block is [gate rows of r; up rows of r]: interleave the chunks before concatenating"
-
-
-@checks("parallel_mlp")
-@one_thread()
-def matches_llama_mlp_float64(ex):
-    """float64, unsplit Llama MLP (64 -> 160 -> 64): output, input gradient, output after one SGD step"""
-    values, (y, x_grad, y_after), _, label = check_mlp(ex, 64, 160, (2, 5), torch.float64)
-    for rank, v in enumerate(values):
-        where = f"{label}; rank {rank}"
-        expect_close(v["y"], y, input=where, hint=MLP_HINT)
-        expect_close(
-            v["x_grad"],
-            x_grad,
-            input=where,
-            what="input gradient",
-            hint="f once at the entry (inside the fused column-parallel layer) sums the input gradients",
-        )
-        expect_close(
-            v["y_after"],
-            y_after,
-            input=where,
-            what="output after one SGD step (lr 0.5) on every rank",
-            hint="each rank's weight gradients must be the slices of the unsplit ones: " + MLP_HINT,
-        )
 
 
 @checks("parallel_mlp")
@@ -615,6 +647,32 @@ def mlp_refuses_sizes_that_do_not_split(ex):
         )
 
 
+@checks("parallel_mlp")
+@one_thread()
+def matches_llama_mlp_float64(ex):
+    """float64, unsplit Llama MLP (64 -> 160 -> 64) on ranks [1, 2] of a world of 3, down_proj frozen, an unused
+    parameter: output, input gradient, output after one SGD step; the rank standing by receives nothing"""
+    values, (y, x_grad, y_after), _, label = check_mlp(ex, 64, 160, (2, 5), torch.float64, on_group=True)
+    for rank, v in enumerate(values):
+        where = f"{label}; group rank {rank}"
+        expect_no_gradients(v["grads"], ("down", "unused"), where)
+        expect_close(v["y"], y, input=where, hint=MLP_HINT)
+        expect_close(
+            v["x_grad"],
+            x_grad,
+            input=where,
+            what="input gradient",
+            hint="f once at the entry (inside the fused column-parallel layer) sums the input gradients",
+        )
+        expect_close(
+            v["y_after"],
+            y_after,
+            input=where,
+            what="output after one SGD step (lr 0.5) on every rank",
+            hint="each rank's weight gradients must be the slices of the unsplit ones: " + MLP_HINT,
+        )
+
+
 # ------------------------------------------------------------------------------------------ parallel_attention
 
 
@@ -655,24 +713,35 @@ def rope_tables(batch, seq, head_dim, base=10000.0):
     return angles.cos(), angles.sin()
 
 
-def attention_in_rank(cls, weights, heads, kv_heads, x, upstream, cos, sin):
-    return train_step(cls(*weights, heads, kv_heads), x, upstream, cos, sin)
+def attention_in_rank(cls, weights, heads, kv_heads, x, upstream, cos, sin, group=None):
+    on_group = {} if group is None else {"group": group}
+    return train_step(cls(*weights, heads, kv_heads, **on_group), x, upstream, cos, sin)
 
 
-def check_attention(ex, heads, kv_heads, head_dim, hidden, batch, seq, dtype):
+def check_attention(ex, heads, kv_heads, head_dim, hidden, batch, seq, dtype, on_group=False):
     ref = randomize_(UnsplitAttention(hidden, heads, kv_heads, head_dim)).double()
     weights = [ref.q_proj.weight, ref.k_proj.weight, ref.v_proj.weight, ref.o_proj.weight]
     x = torch.randn(batch, seq, hidden, dtype=torch.float64)
     upstream = torch.randn(batch, seq, hidden, dtype=torch.float64)
     cos, sin = rope_tables(batch, seq, head_dim)
     label = (
-        f"2 ranks, causal attention {heads} query heads / {kv_heads} KV heads of {head_dim}, RoPE, hidden {hidden}, "
-        f"x {(batch, seq, hidden)} {str(dtype)[6:]}"
+        f"{ON_GROUP if on_group else '2 ranks'}, causal attention {heads} query heads / {kv_heads} KV heads of "
+        f"{head_dim}, RoPE, hidden {hidden}, x {(batch, seq, hidden)} {str(dtype)[6:]}"
     )
-    args = ([w.detach().to(dtype) for w in weights], heads, kv_heads, x.to(dtype), upstream.to(dtype))
-    values = ranks_ok(
-        ex, run(attention_in_rank, ex.ParallelAttention, *args, cos.to(dtype), sin.to(dtype)), input=label
+    args = (
+        [w.detach().to(dtype) for w in weights],
+        heads,
+        kv_heads,
+        x.to(dtype),
+        upstream.to(dtype),
+        cos.to(dtype),
+        sin.to(dtype),
     )
+    if on_group:
+        results = run_on_group(attention_in_rank, ex.ParallelAttention, *args, input=label)
+    else:
+        results = run(attention_in_rank, ex.ParallelAttention, *args)
+    values = ranks_ok(ex, results, input=label)
     baseline = None
     if dtype != torch.float64:
         low = UnsplitAttention(hidden, heads, kv_heads, head_dim).to(dtype)
@@ -685,24 +754,6 @@ ATTN_HINT = (
     "rank r keeps query heads [r Hq/p, (r+1) Hq/p) and KV heads [r Hkv/p, (r+1) Hkv/p): the fused block of rank r "
     "is [its q rows; its k rows; its v rows]"
 )
-
-
-@checks("parallel_attention")
-@one_thread()
-def matches_llama_attention_gqa_float64(ex):
-    """float64, GQA 4 query / 2 KV heads, causal, RoPE: output, input gradient, output after one SGD step"""
-    values, (y, x_grad, y_after), _, label = check_attention(ex, 4, 2, 16, 64, 2, 7, torch.float64)
-    for rank, v in enumerate(values):
-        where = f"{label}; rank {rank}"
-        expect_close(v["y"], y, input=where, hint=ATTN_HINT)
-        expect_close(v["x_grad"], x_grad, input=where, what="input gradient", hint="apply f once, on x")
-        expect_close(
-            v["y_after"],
-            y_after,
-            input=where,
-            what="output after one SGD step (lr 0.5) on every rank",
-            hint="each rank's q/k/v/o gradients must be the slices of the unsplit ones: " + ATTN_HINT,
-        )
 
 
 @checks("parallel_attention")
@@ -754,14 +805,33 @@ def attention_refuses_heads_that_do_not_split(ex):
         )
 
 
+@checks("parallel_attention")
+@one_thread()
+def matches_llama_attention_gqa_float64(ex):
+    """float64, GQA 4 query / 2 KV heads, causal, RoPE, on ranks [1, 2] of a world of 3: output, input gradient,
+    output after one SGD step; the rank standing by receives nothing"""
+    values, (y, x_grad, y_after), _, label = check_attention(ex, 4, 2, 16, 64, 2, 7, torch.float64, on_group=True)
+    for rank, v in enumerate(values):
+        where = f"{label}; rank {rank}"
+        expect_close(v["y"], y, input=where, hint=ATTN_HINT)
+        expect_close(v["x_grad"], x_grad, input=where, what="input gradient", hint="apply f once, on x")
+        expect_close(
+            v["y_after"],
+            y_after,
+            input=where,
+            what="output after one SGD step (lr 0.5) on every rank",
+            hint="each rank's q/k/v/o gradients must be the slices of the unsplit ones: " + ATTN_HINT,
+        )
+
+
 # -------------------------------------------------------------------------------- vocab_parallel_cross_entropy
 
 
-def vocab_ce_in_rank(fn, logits, target, upstream):
-    rank = dist.get_rank()
+def vocab_ce_in_rank(fn, logits, target, upstream, group=None):
+    rank = dist.get_rank(group)
     shard = logits[:, rank_slice(logits.shape[1], rank)].clone().requires_grad_()
     with Collectives() as seen:
-        loss = fn(shard, target)
+        loss = fn(shard, target) if group is None else fn(shard, target, group)
         forward = seen.since(0)
         (loss * upstream).sum().backward()
         backward = seen.since(len(forward))
@@ -861,21 +931,24 @@ def vocab_ce_matches_cross_entropy(ex):
 @checks("vocab_parallel_cross_entropy")
 @one_thread()
 def vocab_ce_communicates_three_numbers_per_token(ex):
-    """16 tokens, V 24: forward all-reduces at most 3 x 16 numbers, the backward communicates nothing"""
+    """16 tokens, V 24, on ranks [1, 2] of a world of 3: the loss; the forward all-reduces at most 3 x 16 numbers on
+    the group, the backward communicates nothing; the rank standing by receives nothing"""
     logits, target = torch.randn(16, 24), torch.randint(0, 24, (16,))
-    results = run(
+    label = f"logits (16, 24) float32 split 12 + 12 over {ON_GROUP}"
+    results = run_on_group(
         vocab_ce_in_rank,
         ex.vocab_parallel_cross_entropy,
         logits,
         target,
         torch.ones(16),
+        input=label,
         forbid=CE_FORBID,
         instead=CE_INSTEAD,
     )
-    values = ranks_ok(ex, results, input="logits (16, 24) float32 split 12 + 12")
+    values = ranks_ok(ex, results, input=label, hint=GROUP_HINT)
     loss, _ = reference_ce(logits.double(), target, torch.ones(16, dtype=torch.float64))
     for rank, (got, _, calls) in enumerate(values):
-        where = f"logits (16, 24) float32, 2 ranks; rank {rank}"
+        where = f"{label}; group rank {rank}"
         expect_close(got, loss, input=where, baseline=F.cross_entropy(logits, target, reduction="none"), hint=CE_HINT)
         names = {name for name, _ in calls["forward"]}
         elements = sum(n for _, n in calls["forward"])

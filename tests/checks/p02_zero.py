@@ -12,7 +12,8 @@ import torch.distributed as dist
 import torch.nn as nn
 
 from llm_algo.check import Checks, expect, expect_close, expect_refused
-from llm_algo.distributed import attempted, expect_ranks_ok, run_ranks
+from llm_algo.distributed import attempted, expect_ranks_ok, run_ranks, run_subgroup
+from llm_algo.distributed.subgroup import GROUP_HINT
 
 checks = Checks("p02.zero")
 
@@ -48,34 +49,60 @@ def state_bytes(optimizer) -> int:
     )
 
 
-def make_problem(steps, scale=1.0):
-    """Initial parameters (equal on every rank) and per-rank gradients for each step."""
-    init = [torch.randn(shape) for shape in SHAPES]
-    grads = [[[torch.randn(shape) * scale for shape in SHAPES] for _ in range(steps)] for _ in range(WORLD)]
+# A model's parameters with the ones torch.optim skips: frozen (requires_grad=False) and unused by the forward (no
+# .grad on any rank), and one that only group rank 0 used (averaged with zeros, as in DDP). 49 elements, padded; on 2
+# ranks the frozen one is in rank 0's shard, the unused and the rank-0-only ones in rank 1's.
+MIXED = [((5, 3), "used"), ((6,), "frozen"), ((7,), "used"), ((4,), "unused"), ((2, 2, 3), "used")]
+MIXED += [((3,), "used on group rank 0 only"), ((2,), "used")]
+# For SGD also one the forward uses from the second step on: torch.optim creates its momentum then, from that step's
+# gradient alone (AdamW would start its own step count there, which one flat shard cannot: see the lesson).
+LATE = [*MIXED, ((3,), "used from step 2 on")]
+
+
+def make_problem(steps, scale=1.0, shapes=SHAPES, roles=None):
+    """Initial parameters (equal on every rank) and per-rank gradients for each step (None: no gradient)."""
+    roles = roles or ["used"] * len(shapes)
+    init = [torch.randn(shape) for shape in shapes]
+
+    def grad(rank, step, shape, role):
+        has = role == "used" or (role == "used on group rank 0 only" and rank == 0)
+        has = has or (role == "used from step 2 on" and step >= 1)
+        return torch.randn(shape) * scale if has else None
+
+    grads = [
+        [[grad(r, step, shape, role) for shape, role in zip(shapes, roles, strict=True)] for step in range(steps)]
+        for r in range(WORLD)
+    ]
     return init, grads
 
 
 def mean_gradients(grads, step):
-    """The mean over ranks of each tensor's gradient: (g_0 + g_1) / 2, exact in float32 up to one rounding."""
-    return [functools.reduce(torch.add, [grads[r][step][i] for r in range(WORLD)]) / WORLD for i in range(len(SHAPES))]
+    """The mean over ranks of each tensor's gradient: (g_0 + g_1) / 2, exact in float32 up to one rounding; zeros
+    for a rank without one, None where no rank has one (torch.optim skips that parameter)."""
+    out = []
+    for i in range(len(grads[0][step])):
+        per_rank = [grads[r][step][i] for r in range(len(grads))]
+        present = [g for g in per_rank if g is not None]
+        out.append(functools.reduce(torch.add, present) / len(grads) if present else None)
+    return out
 
 
-def sharded_run(zero_class, optimizer_name, init, grads, with_zro=False):
+def sharded_run(zero_class, optimizer_name, init, grads, with_zro=False, frozen=(), group=None):
     """In every rank: the learner's ZeRO stepped with this rank's gradients; the unsharded optimizer (and, if asked,
     ZeroRedundancyOptimizer) stepped with the mean gradients. Parameters after every step, and state bytes."""
-    rank = dist.get_rank()
+    rank = dist.get_rank(group)
     optimizer_class, kwargs = getattr(torch.optim, optimizer_name), OPTIMIZERS[optimizer_name]
-    params = [nn.Parameter(t.clone()) for t in init]
-    zero = zero_class(params, optimizer_class, **kwargs)
+    params = [nn.Parameter(t.clone(), requires_grad=i not in frozen) for i, t in enumerate(init)]
+    zero = zero_class(params, optimizer_class, group=group, **kwargs)
     mine, grads_after = [], []
     for step in range(len(grads[rank])):
         for p, g in zip(params, grads[rank][step], strict=True):
-            p.grad = g.clone()
+            p.grad = None if g is None else g.clone()
         zero.step()
         mine.append([p.detach().clone() for p in params])
         grads_after.append([p.grad is None for p in params])
         zero.zero_grad()
-    reference = [nn.Parameter(t.clone()) for t in init]
+    reference = [nn.Parameter(t.clone(), requires_grad=i not in frozen) for i, t in enumerate(init)]
     unsharded = optimizer_class(reference, **kwargs)
     want = []
     for step in range(len(grads[rank])):
@@ -108,9 +135,14 @@ def sharded_run(zero_class, optimizer_name, init, grads, with_zro=False):
     }
 
 
-def sharded_runs(zero_class, optimizer_names, init, grads, with_zro=False):
+def sharded_runs(zero_class, optimizer_names, init, grads, with_zro=False, frozen=(), group=None):
     """In every rank: sharded_run for each optimizer in one call (each call of a world costs a round trip)."""
-    return {name: sharded_run(zero_class, name, init, grads, with_zro) for name in optimizer_names}
+    return {name: sharded_run(zero_class, name, init, grads, with_zro, frozen, group) for name in optimizer_names}
+
+
+def sharded_problems(zero_class, problems, frozen, group=None):
+    """In every rank: sharded_run for each {optimizer name: (init, grads)} in one call."""
+    return {name: sharded_run(zero_class, name, *problem, False, frozen, group) for name, problem in problems.items()}
 
 
 def run_sharded(ex_class, optimizer_names, steps, *, forbid=FORBID, instead=INSTEAD, with_zro=False, hint=""):
@@ -129,8 +161,8 @@ def run_sharded(ex_class, optimizer_names, steps, *, forbid=FORBID, instead=INST
     return {name: ([out[name] for out in per_rank], labels[name]) for name in optimizer_names}, grads
 
 
-def expect_step_for_step_equal(per_rank, label, hint):
-    names = [f"param {i} {shape}" for i, shape in enumerate(SHAPES)]
+def expect_step_for_step_equal(per_rank, label, hint, names=None):
+    names = names or [f"param {i} {shape}" for i, shape in enumerate(SHAPES)]
     for rank, out in enumerate(per_rank):
         for step, (mine, want) in enumerate(zip(out["mine"], out["want"], strict=True)):
             for name, got, expected in zip(names, mine, want, strict=True):
@@ -144,6 +176,64 @@ def expect_step_for_step_equal(per_rank, label, hint):
                         got=f"max difference {float((got - expected).abs().max()):.3g}",
                         hint=hint,
                     )
+
+
+def on_a_subgroup(ex_class, steps, *, forbid=FORBID, instead=INSTEAD, hint=""):
+    """The learner's ZeRO on the group [1, 2] of a world of 3 (rank 0 stands by and must receive nothing), AdamW on
+    the MIXED parameters and SGD on the LATE ones (a frozen one, an unused one, one used on group rank 0 only; for
+    SGD one used from step 2 on), both with weight decay: every parameter bit-identical to the unsharded torch.optim
+    optimizer at every step; those that no rank has a gradient for unchanged."""
+    problems, cases = {}, {}
+    for name, layout in (("AdamW", MIXED), ("SGD", LATE)):
+        shapes, roles = [shape for shape, _ in layout], [role for _, role in layout]
+        problems[name] = make_problem(steps, shapes=shapes, roles=roles)
+        numel = sum(torch.Size(shape).numel() for shape in shapes)
+        described = "; ".join(f"#{i} {role}" for i, role in enumerate(roles) if role != "used")
+        settings = ", ".join(f"{k}={v}" for k, v in OPTIMIZERS[name].items())
+        cases[name] = (
+            roles,
+            [f"param {i} {shape} ({role})" for i, (shape, role) in enumerate(layout)],
+            f"parameters {shapes} ({numel} elements; {described}), torch.optim.{name}({settings}), {steps} steps, a "
+            "different gradient on each member, the group [1, 2] of a world of 3",
+        )
+    frozen = (1,)  # MIXED[1] and LATE[1]
+    label = " / ".join(case[2] for case in cases.values())
+    results = run_subgroup(
+        sharded_problems,
+        input=label,
+        hint=hint,
+        args=(ex_class, problems, frozen),
+        forbid=forbid,
+        instead=instead,
+        deadline=DEADLINE,
+        preload=("torch._dynamo",),
+    )
+    per_rank = expect_ranks_ok(results, input=label, hint=hint or GROUP_HINT)
+    for name, (roles, names, where) in cases.items():
+        init = problems[name][0]
+        outs = [out[name] for out in per_rank]
+        for group_rank, out in enumerate(outs):
+            for i, role in enumerate(roles):
+                if role not in ("frozen", "unused"):
+                    continue
+                got = out["mine"][-1][i]
+                expect(
+                    torch.equal(got, init[i]),
+                    f"{names[i]} changed although no rank ever had a gradient for it",
+                    input=f"{where}; group rank {group_rank}, after step {steps}",
+                    expected="the initial values: torch.optim skips a parameter whose .grad is None",
+                    got=f"max |change| {float((got - init[i]).abs().max()):.3g}",
+                    hint="a zero gradient is not no gradient: AdamW's weight decay (and SGD's momentum) still move "
+                    "it; keep the elements that self._with_gradient() marks False out of the step",
+                )
+        expect_step_for_step_equal(
+            outs,
+            where,
+            hint
+            or "the same as the unsharded optimizer, element by element; a state tensor the step creates is "
+            "zero where the step was skipped (torch.optim creates it when the parameter first has a gradient)",
+            names,
+        )
 
 
 # ------------------------------------------------------------------------------------------ zero_memory_per_rank
@@ -422,3 +512,20 @@ def any_optimizer_and_state_sharded(ex):
                 got=f"{out['state_bytes']} bytes",
                 hint="ZeRO2 inherits ZeRO1's construction: the optimizer over the shard only",
             )
+
+
+@checks("zero1")
+def frozen_and_unused_parameters_on_a_subgroup(ex):
+    """the group [1, 2] of a world of 3 (rank 0 receives nothing), AdamW and SGD with weight decay, a frozen and an
+    unused parameter (and for SGD one used from step 2 on): bit-identical to unsharded torch.optim, which leaves the
+    first two alone"""
+    attempted(lambda: ex.ZeRO1([], "not an optimizer class"))
+    on_a_subgroup(ex.ZeRO1, 3)
+
+
+@checks("zero2")
+def frozen_and_unused_parameters_on_a_subgroup_reduce_scattered(ex):
+    """ZeRO2 on the group [1, 2] of a world of 3, AdamW and SGD with weight decay, a frozen and an unused parameter:
+    bit-identical to unsharded torch.optim"""
+    attempted(lambda: ex.ZeRO2.reduce_gradients(None))
+    on_a_subgroup(ex.ZeRO2, 3, forbid=FORBID_STAGE_2, instead=INSTEAD_STAGE_2)

@@ -112,4 +112,28 @@ MUTANTS = [
         "never resets the per-backward state: the second backward finds every bucket already launched",
         [("offset += p.numel()\n        self._reset()", "offset += p.numel()")],
     ),
+    Mutant(
+        "broadcast_parameters",
+        "ignores_group",
+        "takes the world size of the whole world and broadcasts on the default group from global rank src",
+        [
+            ("world_size = dist.get_world_size(group)", "world_size = dist.get_world_size()"),
+            ("dist.broadcast(tensor, group=group, group_src=src)", "dist.broadcast(tensor, src=src)"),
+        ],
+        mistake_zh="用整个 world 的大小，并在默认进程组上从全局 rank src 广播，忽略了 `group`",
+    ),
+    Mutant(
+        "ddp",
+        "ignores_group",
+        "averages over the whole world and all-reduces on the default group, ignoring `group`",
+        [
+            ("self.world_size = dist.get_world_size(group)", "self.world_size = dist.get_world_size()"),
+            ("broadcast_parameters(module, src=0, group=group)", "broadcast_parameters(module, src=0)"),
+            (
+                "work = dist.all_reduce(flat, group=self.group, async_op=True)",
+                "work = dist.all_reduce(flat, async_op=True)",
+            ),
+        ],
+        mistake_zh="按整个 world 求平均，并在默认进程组上做 all-reduce，忽略了 `group`",
+    ),
 ]

@@ -141,4 +141,50 @@ MUTANTS = [
         "uses the sorted row index itself as the token index (forgets // top_k)",
         [("token_of = order // top_k", "token_of = order")],
     ),
+    Mutant(
+        "exchange_counts",
+        "ignores_group",
+        "takes the world size of the whole world and exchanges the counts on the default group, ignoring `group`",
+        [
+            ("size = dist.get_world_size(group)", "size = dist.get_world_size()"),
+            (
+                "dist.all_to_all_single(received, tokens_per_expert.contiguous(), group=group)",
+                "dist.all_to_all_single(received, tokens_per_expert.contiguous())",
+            ),
+        ],
+        mistake_zh="用整个 world 的大小，并在默认进程组上交换计数，忽略了 `group`",
+    ),
+    Mutant(
+        "all_to_all",
+        "ignores_group",
+        "checks the splits against the world size and runs the all-to-all on the default group, ignoring `group`",
+        [
+            ("size = dist.get_world_size(group)", "size = dist.get_world_size()"),
+            (
+                "return AllToAll.apply(x, output_splits, input_splits, group)",
+                "return AllToAll.apply(x, output_splits, input_splits, None)",
+            ),
+        ],
+        mistake_zh="按整个 world 的大小检查切分，并在默认进程组上做 all-to-all，忽略了 `group`",
+    ),
+    Mutant(
+        "ep_moe_layer",
+        "ignores_group",
+        "does not pass `group` on to exchange_counts and all_to_all: the exchanges run on the default group",
+        [
+            (
+                "received = exchange_counts(tokens_per_expert, group)",
+                "received = exchange_counts(tokens_per_expert)",
+            ),
+            (
+                "dispatched = all_to_all(x[token_of], recv_splits, send_splits, group)",
+                "dispatched = all_to_all(x[token_of], recv_splits, send_splits)",
+            ),
+            (
+                "combined = all_to_all(expert_out, send_splits, recv_splits, group)",
+                "combined = all_to_all(expert_out, send_splits, recv_splits)",
+            ),
+        ],
+        mistake_zh="没有把 `group` 传给 exchange_counts 和 all_to_all：交换在默认进程组上进行",
+    ),
 ]

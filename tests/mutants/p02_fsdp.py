@@ -247,4 +247,43 @@ MUTANTS = [
             )
         ],
     ),
+    Mutant(
+        "all_gather_shard",
+        "ignores_group",
+        "takes the world size of the whole world and gathers and reduce-scatters on the default group, ignoring "
+        "`group`",
+        [
+            ("world_size = dist.get_world_size(group)", "world_size = dist.get_world_size()"),
+            ("world_size = dist.get_world_size(ctx.group)", "world_size = dist.get_world_size()"),
+            (
+                "all_gather_single(full, shard.detach().to(compute_dtype).contiguous(), group=group)",
+                "all_gather_single(full, shard.detach().to(compute_dtype).contiguous())",
+            ),
+            (
+                "reduce_scatter_single(grad_shard, grad_full, group=ctx.group)",
+                "reduce_scatter_single(grad_shard, grad_full)",
+            ),
+        ],
+        mistake_zh="用整个 world 的大小，并在默认进程组上做 all-gather 和 reduce-scatter，忽略了 `group`",
+    ),
+    Mutant(
+        "fsdp_unit",
+        "ignores_group",
+        "shards by the world's rank and size and gathers without passing its group on (the default group)",
+        [
+            (
+                "rank, world_size = dist.get_rank(group), dist.get_world_size(group)",
+                "rank, world_size = dist.get_rank(), dist.get_world_size()",
+            ),
+            (
+                "flat = AllGatherShard.apply(self.shard, self.compute_dtype, self.group)",
+                "flat = AllGatherShard.apply(self.shard, self.compute_dtype)",
+            ),
+            (
+                "self._regathered = AllGatherShard.apply(self.shard, self.compute_dtype, self.group)",
+                "self._regathered = AllGatherShard.apply(self.shard, self.compute_dtype)",
+            ),
+        ],
+        mistake_zh="按整个 world 的 rank 和大小切分，all-gather 时没有把 group 传下去（用了默认进程组）",
+    ),
 ]

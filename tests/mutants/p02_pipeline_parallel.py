@@ -85,6 +85,39 @@ MUTANTS = [
     ),
     Mutant(
         "pipeline_stage",
+        "never_frees_activations",
+        "keeps every micro-batch's input and output until it returns, and reports the textbook peak from its own "
+        "counter: right gradients, but 1F1B's stages hold m activations like GPipe",
+        [
+            ("kept, sends, losses, peak = {}, [], [], 0", "kept, sends, losses, peak, graveyard = {}, [], [], 0, []"),
+            (
+                "x, y = kept.pop(i)  # dropping the references frees this micro-batch's activations",
+                "x, y = kept.pop(i); graveyard.append((x, y))",
+            ),
+        ],
+        mistake_zh="把每个微批次的输入和输出一直保留到函数返回，却用自己的计数器报告教科书上的峰值：梯度正确，但 1F1B 的每个 stage 像 GPipe 一样保存 m 份激活",
+    ),
+    Mutant(
+        "pipeline_stage",
+        "ignores_group",
+        "addresses its neighbours as rank - 1 and rank + 1 on the default group: right on a world of its own, but on "
+        "a sub-group those are other ranks (a bystander, or itself)",
+        [
+            ("dist.recv(x, neighbour(rank - 1), group=group)", "dist.recv(x, rank - 1)"),
+            (
+                "sends.append((dist.isend(out, neighbour(rank + 1), group=group), out))",
+                "sends.append((dist.isend(out, rank + 1), out))",
+            ),
+            ("dist.recv(grad, neighbour(rank + 1), group=group)", "dist.recv(grad, rank + 1)"),
+            (
+                "sends.append((dist.isend(x.grad, neighbour(rank - 1), group=group), x.grad))",
+                "sends.append((dist.isend(x.grad, rank - 1), x.grad))",
+            ),
+        ],
+        mistake_zh="在默认进程组上用 rank - 1 和 rank + 1 寻址相邻 stage：单独成一个 world 时正确，但在子进程组上这些是别的 rank（旁观者或它自己）",
+    ),
+    Mutant(
+        "pipeline_stage",
         "received_grad_sent_back_unchanged",
         "sends the output gradient it received back to the previous stage instead of its input's gradient",
         [

@@ -152,4 +152,75 @@ MUTANTS = [
         "subtracts the one-hot in the backward on every rank, not only on the owner of the target id",
         [("grad[rows, local_target] -= owned.to(grad.dtype)", "grad[rows, local_target] -= 1")],
     ),
+    Mutant(
+        "f_and_g",
+        "ignores_group",
+        "all-reduces on the default group, not on the group it is given: right on a world of its own, but on a "
+        "sub-group it waits for ranks outside it",
+        [
+            (
+                "dist.all_reduce(grad, op=dist.ReduceOp.SUM, group=ctx.group)",
+                "dist.all_reduce(grad, op=dist.ReduceOp.SUM)",
+            ),
+            (
+                "dist.all_reduce(total, op=dist.ReduceOp.SUM, group=group)",
+                "dist.all_reduce(total, op=dist.ReduceOp.SUM)",
+            ),
+        ],
+        mistake_zh="在默认进程组上做 all-reduce，而不是在传入的 group 上：单独成一个 world 时正确，在子进程组上会等待组外的 rank",
+    ),
+    Mutant(
+        "parallel_linear",
+        "ignores_group",
+        "applies f and g without the layer's group (the default group): the slices are right, but on a sub-group the "
+        "all-reduces wait for ranks outside it",
+        [
+            ("x = copy_to_tensor_parallel(x, self.group)", "x = copy_to_tensor_parallel(x)"),
+            ("out = reduce_from_tensor_parallel(partial, self.group)", "out = reduce_from_tensor_parallel(partial)"),
+        ],
+        mistake_zh="调用 f 和 g 时没有传入层的 group（用了默认进程组）：切片正确，但在子进程组上 all-reduce 会等待组外的 rank",
+    ),
+    Mutant(
+        "parallel_mlp",
+        "ignores_group",
+        "builds its column- and row-parallel layers without the group: they split over the whole world",
+        [
+            ("ColumnParallelLinear(torch.cat(pairs), group=group)", "ColumnParallelLinear(torch.cat(pairs))"),
+            ("RowParallelLinear(w_down, group=group)", "RowParallelLinear(w_down)"),
+        ],
+        mistake_zh="构造列并行和行并行层时没有传入 group：它们按整个 world 切分",
+    ),
+    Mutant(
+        "parallel_attention",
+        "ignores_group",
+        "builds its qkv and output layers without the group: they split over the whole world",
+        [
+            (
+                "ColumnParallelLinear(torch.cat([torch.cat(b) for b in blocks]), group=group)",
+                "ColumnParallelLinear(torch.cat([torch.cat(b) for b in blocks]))",
+            ),
+            ("RowParallelLinear(w_o, group=group)", "RowParallelLinear(w_o)"),
+        ],
+        mistake_zh="构造 qkv 层和输出层时没有传入 group：它们按整个 world 切分",
+    ),
+    Mutant(
+        "vocab_parallel_cross_entropy",
+        "ignores_group",
+        "all-reduces the max, the sum of exponentials and the target logit on the default group, not on the group",
+        [
+            (
+                "dist.all_reduce(row_max, op=dist.ReduceOp.MAX, group=group)",
+                "dist.all_reduce(row_max, op=dist.ReduceOp.MAX)",
+            ),
+            (
+                "dist.all_reduce(sum_exp, op=dist.ReduceOp.SUM, group=group)",
+                "dist.all_reduce(sum_exp, op=dist.ReduceOp.SUM)",
+            ),
+            (
+                "dist.all_reduce(target_logit, op=dist.ReduceOp.SUM, group=group)",
+                "dist.all_reduce(target_logit, op=dist.ReduceOp.SUM)",
+            ),
+        ],
+        mistake_zh="在默认进程组上 all-reduce 最大值、指数和与目标 logit，而不是在传入的 group 上",
+    ),
 ]

@@ -76,6 +76,54 @@ MUTANTS = [
         ],
     ),
     Mutant(
+        "zero1",
+        "ignores_group",
+        "takes the rank and world size of the whole world and runs its collectives on the default group, ignoring "
+        "`group`",
+        [
+            (
+                "self.world_size, self.rank = dist.get_world_size(group), dist.get_rank(group)",
+                "self.world_size, self.rank = dist.get_world_size(), dist.get_rank()",
+            ),
+            ("dist.all_reduce(flat, group=self.group)", "dist.all_reduce(flat)"),
+            ("all_gather(full, self.shard.detach(), group=self.group)", "all_gather(full, self.shard.detach())"),
+        ],
+        mistake_zh="用整个 world 的 rank 和 world size，并在默认进程组上做集合通信，忽略了 `group`",
+    ),
+    Mutant(
+        "zero1",
+        "decays_frozen_params",
+        "steps the whole shard, so the elements of frozen and unused parameters get zero gradients and weight decay "
+        "shrinks them every step (torch.optim skips a parameter whose .grad is None)",
+        [
+            ("self.shard[skip] = kept_values  # no weight decay where no rank has a gradient", "pass"),
+            ("v[skip] = kept.get(k, 0)  # no momentum either: a new state tensor starts at zero there", "pass"),
+        ],
+        mistake_zh="对整个分片做 step：冻结或未使用参数的元素被当作零梯度，权重衰减每步都让它们缩小（torch.optim 会跳过 .grad 为 None 的参数）",
+    ),
+    Mutant(
+        "zero1",
+        "local_gradient_mask",
+        "skips the elements of parameters that have no gradient on this rank, although another rank has one: that "
+        "rank's gradient is lost",
+        [
+            (
+                "skip = ~self._with_gradient()",
+                "skip = ~self._flat([torch.full(p.shape, float(p.grad is not None)) "
+                "for p in self.params])[self.start : self.start + self.shard_size].bool()",
+            )
+        ],
+        mistake_zh="只按本 rank 是否有梯度来跳过参数：别的 rank 有梯度时，那部分梯度被丢掉",
+    ),
+    Mutant(
+        "zero1",
+        "fresh_state_kept",
+        "puts back only the state that existed before the step: the momentum SGD creates on its first step keeps "
+        "weight decay * p where a parameter had no gradient, and moves it once it gets one",
+        [("v[skip] = kept.get(k, 0)  # no momentum", "if k in kept: v[skip] = kept[k]  # no momentum")],
+        mistake_zh="只放回 step 之前已有的状态：SGD 第一步新建的动量在没有梯度的参数处留下 权重衰减 × p，参数一旦有梯度就被它带偏",
+    ),
+    Mutant(
         "zero2",
         "calls_all_reduce",
         "all-reduces the full gradient and slices it, as in stage 1",
@@ -98,5 +146,12 @@ MUTANTS = [
         "gradients_kept",
         "keeps the full local gradients: no memory saved over stage 1",
         [("p.grad = None  # from here on", "pass  # from here on")],
+    ),
+    Mutant(
+        "zero2",
+        "ignores_group",
+        "reduce-scatters on the default group instead of `group`",
+        [("reduce_scatter(shard, flat, group=self.group)", "reduce_scatter(shard, flat)")],
+        mistake_zh="在默认进程组上做 reduce-scatter，而不是在 `group` 上",
     ),
 ]
