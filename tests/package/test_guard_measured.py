@@ -43,8 +43,6 @@ ANSWERS = {
 }
 # lesson module -> who brings the measurement (remove the entry when it lands)
 PENDING = {
-    "p01_flash_attention_io": "covered by wt-small (review C13): the HBM recorder's largest tile and bytes, counted "
-    "by the package instead of the learner's HBM object",
     "p04_offload": "not covered yet (found by this guard; outside the pipeline change's files): the checks read "
     "OffloadedAdamW.memory(), the learner's own sum over self.staged; they should weigh the staged tensors alive "
     "themselves (llm_algo.check.ledger.LiveTensors over what _prefetch stages)",
