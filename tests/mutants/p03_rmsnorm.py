@@ -136,4 +136,11 @@ MUTANTS = [
         "returns F.rms_norm's output instead of the kernel's",
         [("return y, rstd", "return F.rms_norm(x.float(), (n_cols,), weight.float(), eps).to(x.dtype), rstd")],
     ),
+    Mutant(
+        "rmsnorm_backward",
+        "weight_and_rstd_assumed_contiguous",
+        "hands a strided weight and rstd to the backward kernel, which reads them with unit stride",
+        [("weight, rstd = weight.contiguous(), rstd.contiguous()", "pass")],
+        mistake_zh="把带步长的 weight 和 rstd 直接交给按单位步长读取它们的反向 kernel",
+    ),
 ]
