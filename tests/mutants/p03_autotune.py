@@ -112,4 +112,16 @@ MUTANTS = [
         "indexes A's rows with offs_m unwrapped (no % M, no mask): the last row tile reads past the end of A",
         [("(offs_m % M)[:, None] * stride_am", "offs_m[:, None] * stride_am")],
     ),
+    Mutant(
+        "split_k",
+        "b_uses_a_strides",
+        "passes a's strides for b, as if both operands had one layout",
+        [
+            (
+                "a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1)",
+                "a, b, c, M, N, K, a.stride(0), a.stride(1), a.stride(0), a.stride(1), c.stride(0), c.stride(1)",
+            )
+        ],
+        mistake_zh="把 a 的步长当作 b 的步长传入，好像两个操作数布局相同",
+    ),
 ]
