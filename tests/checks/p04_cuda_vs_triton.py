@@ -19,6 +19,7 @@ from llm_algo.check import Checks, describe, expect, expect_close, expect_refuse
 from llm_algo.check.restrictions import RMS_NORM
 from llm_algo.device import triton_compiled, triton_device
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
+from llm_algo.references.layouts import distinct_layouts, expect_own_layouts
 
 checks = Checks("p04.cuda_vs_triton", triton=True)
 checks.restrict(
@@ -287,6 +288,26 @@ def triton_strided_and_empty_inputs(ex):
     x = torch.randn(0, 64, device=device)
     got = ex.rmsnorm_triton(x, torch.ones(64, device=device), 1e-6)
     expect_tensor(got, shape=(0, 64), dtype=torch.float32, input="x (0, 64): no rows", hint="return an empty (0, 64) y")
+
+
+@checks("rmsnorm_triton")
+def triton_operands_in_their_own_layouts(ex):
+    """x and weight each in a layout of its own (x a slice of a fused projection, weight every other element of a
+    buffer; x transposed, weight a column of a wider tensor), same values as contiguous copies"""
+    for order in (("fused_slice", "padded"), ("transposed", "fused_slice")):
+        x, weight = activations((9, 40), torch.float32, device=triton_device())
+        lx, lw = distinct_layouts(x, weight, order=order)
+        expect_own_layouts(lx, lw)
+        label = f"{describe(x=x, weight=weight)}, strides x {lx.stride()}, weight {lw.stride()}"
+        expect_rmsnorm(
+            ex.rmsnorm_triton(lx, lw, 1e-6),
+            x,
+            weight,
+            1e-6,
+            label=label,
+            hint="rows with unit column stride read through their row stride, others made contiguous; the weight "
+            "contiguous",
+        )
 
 
 @checks("rmsnorm_triton")
