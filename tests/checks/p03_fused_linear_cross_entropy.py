@@ -139,17 +139,6 @@ def operands_in_their_own_layouts(ex):
 
 
 @checks("linear_cross_entropy_fwd_bwd")
-def weight_gradient_accumulates_in_float32(ex):
-    """fp16, N = 256 rows in chunks of one row, positive hidden states, one target for every row: each entry of dW
-    is a sum of 256 terms of one sign, which an fp16 accumulator rounds 256 times (a third of dW off by 2-5x)"""
-    _, weight, _ = random_problem(1, 16, 24, torch.float16)
-    hidden = (torch.rand(256, 16, device=weight.device) + 0.5).half()  # one sign: no entry of dW cancels to ~0,
-    targets = torch.full((256,), 5, device=weight.device)  # where the baseline's own rounding would excuse anything
-    label = describe(hidden=hidden, weight=weight) + ", hidden in [0.5, 1.5), every target 5, 256 chunks of 1 row"
-    check_against_autograd(ex, hidden, weight, targets, label, reduction="sum", chunk_size=1, cpu_baseline=True)
-
-
-@checks("linear_cross_entropy_fwd_bwd")
 def vocabulary_beyond_one_block(ex):
     """V = 8200 > 8192: each row spans two blocks of the kernel; and liger_chunk_size at Llama-3's and small shapes"""
     hidden, weight, targets = random_problem(3, 8, 8200, torch.float32, ignored_fraction=0.0)
@@ -285,6 +274,17 @@ def rejects_inputs_it_cannot_handle(ex):
             "reduction in ('mean', 'sum'), chunk_size None or >= 1",
             errors=(ValueError,),
         )
+
+
+@checks("linear_cross_entropy_fwd_bwd")  # last: 256 launches, so the cheaper checks reject most mistakes first
+def weight_gradient_accumulates_in_float32(ex):
+    """fp16, N = 256 rows in chunks of one row, positive hidden states, one target for every row: each entry of dW
+    is a sum of 256 terms of one sign, which an fp16 accumulator rounds 256 times (a third of dW off by 2-5x)"""
+    _, weight, _ = random_problem(1, 16, 24, torch.float16)
+    hidden = (torch.rand(256, 16, device=weight.device) + 0.5).half()  # one sign: no entry of dW cancels to ~0,
+    targets = torch.full((256,), 5, device=weight.device)  # where the baseline's own rounding would excuse anything
+    label = describe(hidden=hidden, weight=weight) + ", hidden in [0.5, 1.5), every target 5, 256 chunks of 1 row"
+    check_against_autograd(ex, hidden, weight, targets, label, reduction="sum", chunk_size=1, cpu_baseline=True)
 
 
 # ------------------------------------------------------------------------------------ fused_linear_cross_entropy
