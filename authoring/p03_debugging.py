@@ -38,7 +38,7 @@ def build() -> LessonBuilder:
         - **row max**：tail mask 用 `cols < N`（不是 `<=`），masked 通道填 $-\infty$、累加器从 $-\infty$ 开始（全负行不能得到 0），按列 stride 寻址，并处理行尾不满一个块的部分。
         - **histogram**：多个 program 写同一个 bin 时必须用 `tl.atomic_add`，普通 load + store 会丢失计数；值既要检查范围又要检查 tail mask，读取也要带 mask。
         - **embedding gather**：检查 token id 是否在 $[0, V)$；表的行 stride 不一定等于 $D$（更宽权重的 view 或转置）；load 和 store 都要带列 mask。
-        - **易错点**：mask 差一（`<=`）、用 0 作为 max 的单位元、忽略 stride、只循环完整块、非原子累加、信任输入的 id 或值、只 mask store 不 mask load。
+        - **易错点**：mask 差一（`<=`）、用 0 作为 max 的单位元、忽略 stride、只循环完整块、非原子累加、信任输入的 id 或值、只 mask store 不 mask load、把带步长的 ids 直接交给按单位步长读取的 kernel。
     """)
     lesson.md(r"""
         ## 1. Why kernel bugs are silent
@@ -372,7 +372,7 @@ def build() -> LessonBuilder:
         def embedding(ids: torch.Tensor, table: torch.Tensor, block_d: int = 64) -> torch.Tensor:
             """table[ids] for 1-D int32/int64 ids and a 2-D table with any strides -> (n, D) contiguous."""
             # TODO 1: check constraints: shapes, an integer dtype, every id in [0, V) (IndexError)
-            # TODO 2: allocate a contiguous output
+            # TODO 2: ids contiguous (the kernel reads ids_ptr + token); allocate a contiguous output
             # TODO 3: a 2-D grid (tokens, column blocks); pass the table's two strides and the output's row stride
             ### BEGIN SOLUTION
             if ids.dim() != 1 or table.dim() != 2 or ids.dtype not in (torch.int32, torch.int64):
@@ -381,6 +381,7 @@ def build() -> LessonBuilder:
             V, D = table.shape
             if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= V):
                 raise IndexError(f"token ids must be in [0, {V}), got min {int(ids.min())}, max {int(ids.max())}")
+            ids = ids.contiguous()  # the kernel reads ids_ptr + token (unit stride)
             out = torch.empty((ids.numel(), D), dtype=table.dtype, device=table.device)
             grid = (ids.numel(), triton.cdiv(D, block_d))
             embedding_kernel[grid](ids, table, out, V, D, table.stride(0), table.stride(1), out.stride(0),
@@ -489,7 +490,8 @@ def build() -> LessonBuilder:
           without the tail mask (bin 0 over-counted by the fill value), no range check on the value (writes into the
           guard before or after the histogram).
         - `embedding`: row stride assumed to be `D` (wrong on views), no mask on the store (writes into the guard
-          after each output row), no host check of the ids (reads outside the table).
+          after each output row), no host check of the ids (reads outside the table), strided ids (a column of a
+          bigger tensor) handed to a kernel that reads them with unit stride.
 
         **How production code does it.** PyTorch's `F.embedding` checks ids inside its CUDA kernel with
         `CUDA_KERNEL_ASSERT`, which is why a bad id appears as "device-side assert triggered" (rerun with

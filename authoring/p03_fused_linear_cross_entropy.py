@@ -44,7 +44,7 @@ def build() -> LessonBuilder:
         - **块大小**：Liger 取 `C = next_pow2(ceil(N / ceil(V / d)))`，使一块 logits 约与隐藏状态 `(N, d)` 一样大。
         - **代价**：计算量不变（$6NVd$ FLOPs），节省的是显存；float32 的 `dW` 累加器本身有 `V·d·4` 字节。
         - **实测（H200，一次运行，N=8192）**：峰值显存 3,133 MiB，eager 为 12,024 MiB（少 3.8 倍），与 torch.compile（3,070 MiB）持平。但时间为 102 ms，是 eager（47 ms）的 2.2 倍、三次矩阵乘法本身（37 ms）的 2.8 倍，未达到「时间与矩阵乘法相当」的预期。按字节数估算，主要原因是 32 个块各做一次 float32 `dW` 累加（共约 188 GiB 的访存）。
-        - **易错点**：每块用本块的有效行数归一化、`dW` 被覆盖而非累加、`sum` 仍除以 $n$、一次性算出全部 logits 再切块、忘了 `grad_output`、不检查 target 范围。
+        - **易错点**：每块用本块的有效行数归一化、`dW` 被覆盖而非累加、`dW` 用权重的 dtype（fp16）累加、把带步长的 `targets` 直接交给 kernel（它按连续内存读取）、`sum` 仍除以 $n$、一次性算出全部 logits 再切块、忘了 `grad_output`、不检查 target 范围。
     """)
     lesson.md(r"""
         ## 1. Where the memory of the last layer goes
@@ -144,7 +144,9 @@ def build() -> LessonBuilder:
         3. Loop over the chunks: the chunk's logits with a matmul, one launch of `cross_entropy_kernel` (signature
            `(logits, targets, loss, row_stride, n_cols, n_valid, ignore_index, BLOCK_SIZE)`, one program per row;
            `BLOCK_SIZE = min(next_power_of_2(V), 8192)`, and `num_warps` 4, 8 or 16 as in `p03.cross_entropy`)
-           writing into a slice of a float32 per-row loss, then the two gradient matmuls.
+           writing into a slice of a float32 per-row loss, then the two gradient matmuls. The kernel reads the
+           target of row `i` at `targets_ptr + i`: a strided `targets` (a column of a bigger tensor) must be made
+           contiguous first.
         4. Return the loss (sum of the per-row losses divided by the normaliser; a `mean` over zero valid rows is
            NaN, as in `F.cross_entropy`), `grad_hidden`, and `grad_weight` cast to the weight's dtype.
 
@@ -175,7 +177,8 @@ def build() -> LessonBuilder:
             # TODO 2: n_valid (one host sync); the normaliser (n_valid for mean, 1 for sum); the chunk size
             # TODO 3: allocate the per-row float32 loss, grad_hidden, and a float32 grad_weight accumulator
             # TODO 4: for each chunk: logits = h_c @ W.T; launch cross_entropy_kernel (it overwrites logits with
-            #         their gradient); grad_hidden[chunk] = logits @ W; grad_weight.add_(logits.T @ h_c)
+            #         their gradient; it reads targets as contiguous); grad_hidden[chunk] = logits @ W;
+            #         grad_weight.add_(logits.T @ h_c)
             # TODO 5: return loss.sum() / normaliser, grad_hidden, grad_weight in the weight's dtype
             ### BEGIN SOLUTION
             if hidden.dim() != 2 or weight.dim() != 2 or hidden.shape[1] != weight.shape[1]:
@@ -200,7 +203,7 @@ def build() -> LessonBuilder:
             if chunk_size is None:
                 chunk_size = liger_chunk_size(n_rows, hidden.shape[1], vocab_size)
 
-            hidden = hidden.contiguous()
+            hidden, targets = hidden.contiguous(), targets.contiguous()  # the kernel reads targets_ptr + row
             loss = torch.zeros(n_rows, dtype=torch.float32, device=hidden.device)
             grad_hidden = torch.empty_like(hidden)
             grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
@@ -413,6 +416,11 @@ def build() -> LessonBuilder:
         - *The chunk's own count as the normaliser* (what calling the `p03.cross_entropy` wrapper per chunk does):
           right only when every chunk has the same number of valid rows.
         - *`grad_weight =` instead of `+=`*: the weight gradient of the last chunk only.
+        - *`dW` accumulated in the weight's dtype* (fp16): every chunk's addition rounds to 11 bits, so with many
+          chunks the rounding errors add up; the check sums 256 chunks of one row each in fp16.
+        - *A strided `targets` passed to the kernel as it is* (a column of a bigger tensor): the kernel reads
+          `targets_ptr + row`, so it takes other rows' (or random) targets; the checks pass every operand in a
+          layout of its own.
         - *`sum` still divided by $n$*, or *the mean over all rows* instead of the valid ones.
         - *The logits computed once* (`hidden @ weight.T`) and then sliced: right numbers, and exactly the `(N, V)`
           tensor the lesson removes; the memory probe sees it.

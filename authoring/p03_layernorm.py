@@ -41,7 +41,7 @@ def build() -> LessonBuilder:
         - **前向 kernel**：每个 program 处理一行，先中心化再求方差，并保存每行的 $\mu$ 和 $1/\sigma$（不是 $\sigma$）供反向使用。
         - **反向**：$g = dy \odot w$，$dx = \frac1\sigma\big(g - \overline{g} - \hat x\,\overline{g \hat x}\big)$（比 RMSNorm 多一个均值项）；$dw = \sum_\text{rows} dy \odot \hat x$，$db = \sum_\text{rows} dy$：每个 program 累加部分和，第二阶段再归约所有部分和。
         - **autograd**：`torch.autograd.Function` 把它包装成可替换的层；传入 kernel 的梯度要先 `.contiguous()`。
-        - **易错点**：漏掉合并项 $\delta^2 n_a n_b/n$、用 $N-1$ 除、padding 通道参与方差（`tl.where(mask, x-\mu, 0)`）、load/store 缺 mask、部分梯度被覆盖而非累加、bias 梯度乘了 $\hat x$、第二阶段只归约第一个块、返回的 dw/db 顺序颠倒。
+        - **易错点**：漏掉合并项 $\delta^2 n_a n_b/n$、用 $N-1$ 除、padding 通道参与方差（`tl.where(mask, x-\mu, 0)`）、load/store 缺 mask、部分梯度被覆盖而非累加、bias 梯度乘了 $\hat x$、第二阶段只归约第一个块、返回的 dw/db 顺序颠倒、把带步长的 mean 或 rstd 直接交给按单位步长读取的反向 kernel。
     """)
     lesson.md(r"""
         ## 1. The math, with shapes
@@ -386,7 +386,8 @@ def build() -> LessonBuilder:
         def layer_norm_backward(grad_y, x, weight, mean, rstd, num_programs=None):
             """Gradients of LayerNorm: (dx like x, dw like weight, db like weight). grad_y, x: (M, N) with unit column stride."""
             # TODO 1: check shapes and unit column strides; choose P (see the text), rows_per_program = cdiv(M, P)
-            # TODO 2: allocate dx, the (P, N) float32 partials, dw and db
+            # TODO 2: mean and rstd contiguous (the kernel reads them with unit stride); allocate dx, the (P, N)
+            #         float32 partials, dw and db
             # TODO 3: launch stage 1 on P programs, then stage 2 over column blocks (BLOCK_P = 32, BLOCK_N = 64)
             ### BEGIN SOLUTION
             if x.dim() != 2 or grad_y.shape != x.shape or x.stride(1) != 1 or grad_y.stride(1) != 1:
@@ -401,6 +402,7 @@ def build() -> LessonBuilder:
                     num_programs = 4
             num_programs = max(1, min(num_programs, n_rows))
             rows_per_program = triton.cdiv(n_rows, num_programs)
+            mean, rstd = mean.contiguous(), rstd.contiguous()  # the kernel reads both at ptr + row (unit stride)
             dx = torch.empty_like(x)
             dw_partial = torch.empty((num_programs, n_cols), dtype=torch.float32, device=x.device)
             db_partial = torch.empty((num_programs, n_cols), dtype=torch.float32, device=x.device)
@@ -561,7 +563,8 @@ def build() -> LessonBuilder:
         from the merge, or block means averaged without their counts; $E[x^2] - \mu^2$ (wrong by tens of percent at mean
         1000 in float32); padded lanes in the variance; the unbiased variance; a store without a mask; $\partial x$
         without the mean term (RMSNorm's formula); the weight gradient overwritten instead of accumulated; `db` with
-        $\hat x$; $\partial w$ and $\partial b$ returned in the wrong order.
+        $\hat x$; $\partial w$ and $\partial b$ returned in the wrong order; a strided `mean` or `rstd` handed to the
+        backward kernel, which reads them with unit stride.
 
         **Production.** PyTorch's `F.layer_norm` CUDA kernels compute Welford statistics per thread and merge them
         across the warp with Chan's formula; their backward computes $\partial w, \partial b$ in separate

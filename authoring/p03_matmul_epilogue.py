@@ -36,7 +36,7 @@ def build() -> LessonBuilder:
         - **形状**：$x \in \mathbb{R}^{M\times K}$，$W \in \mathbb{R}^{N\times K}$（`nn.Linear` 布局），bias $\in \mathbb{R}^N$，residual 与输出均为 $(M, N)$；bias 按**列**（`offs_n`）广播。
         - **激活**：ReLU；SiLU $z\,\sigma(z)$；GeLU 的 tanh 近似 $\tfrac12 z\big(1+\tanh(\sqrt{2/\pi}(z+0.044715z^3))\big)$；tanh 要写成对大输入稳定的形式（教科书式 $(e^{2u}-1)/(e^{2u}+1)$ 会得到 inf/inf = nan）。
         - **实现**：在 `p03.matmul` 的分组 tile 顺序和 K 循环之上，float32 累加后依次加 bias → 激活 → 加 residual，再带 mask 存储。
-        - **易错点**：bias 用行下标索引、先激活后加 bias、把 residual 加在激活之内、漏掉 GeLU 的三次项、SiLU 用 $\sigma(-z)$、缺 K/bias/store mask、residual 读取无 mask、行下标不回绕、stride 不转 int64（LM head 的输出超过 $2^{31}$ 个元素时 `row * stride` 回绕）。
+        - **易错点**：bias 用行下标索引、先激活后加 bias、把 residual 加在激活之内、漏掉 GeLU 的三次项、SiLU 用 $\sigma(-z)$、把带步长的 bias 直接交给按单位步长读取的 kernel（未 `.contiguous()`）、缺 K/bias/store mask、residual 读取无 mask、行下标不回绕、stride 不转 int64（LM head 的输出超过 $2^{31}$ 个元素时 `row * stride` 回绕）。
     """)
     lesson.md(r"""
         ## 1. What fusion saves
@@ -226,7 +226,8 @@ def build() -> LessonBuilder:
             """
             # TODO 1: check shapes, dtypes, devices and the activation name, with messages
             # TODO 2: allocate the output
-            # TODO 3: launch linear_act_kernel_tuned; weight.T via its strides; absent operands -> pass out, flag False
+            # TODO 3: launch linear_act_kernel_tuned; weight.T via its strides; absent operands -> pass out, flag False;
+            #         the kernel reads the bias with unit stride: pass bias.contiguous()
             ### BEGIN SOLUTION
             if x.dim() != 2 or weight.dim() != 2 or x.shape[1] != weight.shape[1]:
                 raise ValueError(f"linear_act needs x (M, K) and weight (N, K), got {tuple(x.shape)}, {tuple(weight.shape)}")
@@ -242,6 +243,7 @@ def build() -> LessonBuilder:
                 if t is not None and (t.dtype != x.dtype or t.device != x.device):
                     raise ValueError(f"every operand must be {x.dtype} on {x.device}, got {t.dtype} on {t.device}")
             out = torch.empty((M, N), dtype=x.dtype, device=x.device)
+            bias = bias.contiguous() if bias is not None else None  # the kernel reads bias_ptr + offs_n (unit stride)
             res = residual if residual is not None else out
             grid = lambda META: (triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"]),)
             linear_act_kernel_tuned[grid](
@@ -327,7 +329,9 @@ def build() -> LessonBuilder:
 
         **The mistakes the checks catch** (mutants in `tests/mutants/p03_matmul_epilogue.py`): the textbook tanh
         ($\infty/\infty$ = NaN for large inputs), GeLU without the cubic term, SiLU with $\sigma(-z)$; the bias indexed by
-        rows, the activation applied before the bias, the residual added inside the activation, and an unmasked store.
+        rows, the activation applied before the bias, the residual added inside the activation, and an unmasked store;
+        a strided bias (a column of a bigger tensor) handed to the kernel, which reads it with unit stride, without
+        `.contiguous()` — the checks give every operand a layout of its own.
 
         **Cost and production.** The fused kernel does the GEMM's $2MNK$ FLOPs plus a few per output element and moves
         $2MN\,b$ (no residual) to $4MN\,b$ (residual) fewer bytes than the eager chain. cuBLASLt has fixed epilogues

@@ -44,7 +44,7 @@ def build() -> LessonBuilder:
         - **shrink**：$v = s_a\, x A_a^\top$，形状 $(T, r)$，float32；**expand**：$y \mathrel{+}= v B_a^\top$，原地累加到基座输出。两个 kernel 都通过 `order` 间接读写 token 行，不需要拷贝 $x$。
         - **tl.dot 的约束**：$r$ 常为 8 或 16，而 GPU 上 `tl.dot` 每维需 ≥ 16，所以 rank 维用 `BLOCK_R = max(16, next_pow2(r))` 并用掩码补零。
         - **实测（H200，一次运行）**：4096 个 token 时 SGMV（fp16）0.489 ms，比 gather + bmm（torch.compile，0.906 ms）快 1.85 倍；64 个 token 时 0.460 ms，反而比它（0.073 ms）慢 6.3 倍。两种规模耗时几乎相同，说明时间主要花在每次调用的固定开销上，很可能是包装函数中多次设备到主机的同步和小算子，而不是 kernel 本身。
-        - **易错点**：忘记跳过 $-1$、段的结束位置差一、缩放 $s_a$ 乘了两次或没乘、expand 覆盖写而不是累加、按排序后的行号而不是 token 号写回。
+        - **易错点**：忘记跳过 $-1$、段的结束位置差一、缩放 $s_a$ 乘了两次或没乘、expand 覆盖写而不是累加、按排序后的行号而不是 token 号写回、把带步长的 scales 或段张量直接交给按单位步长读取的 kernel。
     """)
     lesson.md(r"""
         ## 1. The math with shapes
@@ -227,7 +227,8 @@ def build() -> LessonBuilder:
             x: (T, K); A: (L, R, K) in x's dtype; scales: (L,) float; segments from lora_segments
             """
             # TODO: validate (x 2-D, A 3-D with A's K equal to x's, same dtype, R <= 128, scales (L,))
-            # TODO: v = zeros; no segments -> return v; grid (S, cdiv(longest, BLOCK_M)) from launch_config; launch
+            # TODO: v = zeros; scales and the segment tensors contiguous (the kernel reads them with unit stride);
+            #       no segments -> return v; grid (S, cdiv(longest, BLOCK_M)) from launch_config; launch
             ### BEGIN SOLUTION
             if x.dim() != 2 or A.dim() != 3 or A.shape[2] != x.shape[1]:
                 raise ValueError(f"lora_shrink needs x (T, K) and A (L, R, K), got {tuple(x.shape)}, {tuple(A.shape)}")
@@ -238,6 +239,8 @@ def build() -> LessonBuilder:
                 raise ValueError(f"rank must be <= 128 and scales (L,) = ({L},), got R={R}, {tuple(scales.shape)}")
             T = x.shape[0]
             v = torch.zeros((T, R), dtype=torch.float32, device=x.device)
+            # the kernel reads the scales and the segment tensors with unit stride (scales_ptr + adapter, ...)
+            scales, order, seg_offsets, seg_adapter = (t.contiguous() for t in (scales, order, seg_offsets, seg_adapter))
             num_segments = seg_adapter.numel()
             if num_segments == 0:
                 return v
@@ -316,7 +319,8 @@ def build() -> LessonBuilder:
             y: (T, N) any float dtype; v: (T, R) float32; B: (L, N, R)
             """
             # TODO: validate shapes (y (T, N), v (T, R), B (L, N, R)) and R <= 128
-            # TODO: no segments -> return y; grid (S, cdiv(longest, BLOCK_M), cdiv(N, BLOCK_N)) from launch_config
+            # TODO: the segment tensors contiguous (the kernel reads them with unit stride); no segments -> return y;
+            #       grid (S, cdiv(longest, BLOCK_M), cdiv(N, BLOCK_N)) from launch_config
             ### BEGIN SOLUTION
             if y.dim() != 2 or v.dim() != 2 or B.dim() != 3 or v.shape[0] != y.shape[0] or B.shape[1:] != (
                 y.shape[1], v.shape[1]):
@@ -325,6 +329,7 @@ def build() -> LessonBuilder:
             L, N, R = B.shape
             if R > 128:
                 raise ValueError(f"rank must be <= 128, got {R}")
+            order, seg_offsets, seg_adapter = (t.contiguous() for t in (order, seg_offsets, seg_adapter))  # unit stride
             num_segments = seg_adapter.numel()
             if num_segments == 0 or N == 0:
                 return y
@@ -453,7 +458,8 @@ def build() -> LessonBuilder:
 
         **The mistakes the checks catch** (mutants in `tests/mutants/p03_multi_lora.py`): the $-1$ tokens counted
         as a segment of adapter $-1$, a segment end off by one, `v` written at sorted positions, the scale
-        dropped or applied twice, the store replacing $y$, the rank mask missing, a K loop without the K mask.
+        dropped or applied twice, the store replacing $y$, the rank mask missing, a K loop without the K mask; strided
+        scales or segment tensors (a column of a bigger tensor) handed to a kernel that reads them with unit stride.
 
         **What production does.** Punica's SGMV CUDA kernels and S-LoRA's unified paging (adapters and KV cache in
         one memory pool, adapters paged in on demand) introduced the approach. vLLM implements it in Triton

@@ -39,7 +39,7 @@ def build() -> LessonBuilder:
         - **反向公式**：$\hat x = x r$，$u = \bar y \odot g$，$c_i = \frac{1}{d}\sum_j u_{ij}\hat x_{ij}$，$\partial L/\partial x_{ij} = r_i(u_{ij} - \hat x_{ij}c_i)$；$\partial L/\partial g_j = \sum_i \bar y_{ij}\hat x_{ij}$。
         - **dweight 的两级归约**：$P$ 个 program 各处理约 $\lceil n/P\rceil$ 行（循环要截断在最后一行），把部分和写进 float32 缓冲区自己的那一行，再在 host 上 `sum(dim=0)`，顺序固定、无 atomic。
         - **autograd 封装**：`torch.autograd.Function` 的 `backward` 返回 `(dx, dweight, None)`，与 forward 的三个输入对应；用 `reshape` 展平，传入 kernel 前把梯度变成行连续。
-        - **易错点**：eps 放在根号外、除以 `BLOCK_SIZE`、保存 rms、dx 漏掉投影项（把 rstd 当常数）、dweight 用 $u\hat x$、所有 program 写第 0 行（竞争）、行循环不截断、用 `view`、梯度顺序颠倒、load 不加 mask、调用 `F.rms_norm`。
+        - **易错点**：eps 放在根号外、除以 `BLOCK_SIZE`、保存 rms、dx 漏掉投影项（把 rstd 当常数）、dweight 用 $u\hat x$、所有 program 写第 0 行（竞争）、行循环不截断、用 `view`、把带步长的 weight 或 rstd 直接交给按单位步长读取的反向 kernel、梯度顺序颠倒、load 不加 mask、调用 `F.rms_norm`。
     """)
     lesson.md(r"""
         ## 1. The math, with shapes (recap of `p02.rmsnorm`)
@@ -275,7 +275,8 @@ def build() -> LessonBuilder:
             returns (dx: (n_rows, n_cols) in x.dtype, dweight: (n_cols,) in weight.dtype)
             """
             # TODO 1: check constraints (shapes, unit column strides) with messages
-            # TODO 2: choose P programs and R rows per program; allocate dx and a (P, n_cols) float32 partial buffer
+            # TODO 2: choose P programs and R rows per program; weight and rstd contiguous (the kernel reads them with
+            #         unit stride); allocate dx and a (P, n_cols) float32 partial buffer
             # TODO 3: launch P programs, then reduce the partial buffer over its rows
             ### BEGIN SOLUTION
             if x.dim() != 2 or dy.shape != x.shape or x.stride(1) != 1 or dy.stride(1) != 1:
@@ -287,6 +288,7 @@ def build() -> LessonBuilder:
                 num_programs = 2 * torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4
             programs = max(1, min(num_programs, n_rows))
             rows_per_program = triton.cdiv(n_rows, programs)
+            weight, rstd = weight.contiguous(), rstd.contiguous()  # the kernel reads both with unit stride
             dx = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
             partial = torch.empty((programs, n_cols), dtype=torch.float32, device=x.device)
             block_size = triton.next_power_of_2(n_cols)
@@ -426,7 +428,8 @@ def build() -> LessonBuilder:
         c$; `dweight` accumulated from `u` instead of `dy`; every program writing partial row 0 (a race: the result
         depends on which program stored last); the loop running to `row_start + rows_per_program` past the last row;
         `view` where `reshape` is needed; the upstream gradient passed to the kernel without `.contiguous()` (refused,
-        or read with the wrong strides, after `y.sum()`); the Function's gradients in the wrong order.
+        or read with the wrong strides, after `y.sum()`); a strided `weight` or `rstd` handed to the backward kernel,
+        which reads them with unit stride; the Function's gradients in the wrong order.
 
         **Production.** Liger-Kernel's `LigerRMSNormFunction` is this design: one program per row forward (with a
         `casting_mode` to match Llama's or Gemma's rounding order, and Gemma's `offset` for $(1 + g)$), and a backward

@@ -11,6 +11,7 @@ from llm_algo.check import Checks, describe, expect, expect_close, expect_refuse
 from llm_algo.check.restrictions import MATMUL
 from llm_algo.device import triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
+from llm_algo.references.layouts import distinct_layouts, expect_own_layouts
 
 checks = Checks("p03.autotune", triton=True)
 checks.tunes_every_config = True  # its checks count what the autotuner benchmarks: grade it with every config
@@ -372,6 +373,24 @@ def autotuning_does_not_corrupt_the_output(ex):
             )
             again = ex.split_k_matmul(a, b, tuner)  # tuned now: the cached config runs once on a fresh output
             expect_close(again, oracle(a, b), input=label + ", second call", hint="start from torch.zeros")
+
+
+@checks("split_k")
+def operands_in_their_own_layouts(ex):
+    """split_k_matmul with a and b each in a layout of its own (a slice of a fused projection and padded rows; a
+    transposed weight and a window of a bigger buffer), same values as contiguous copies"""
+    tuner = ex.make_split_k_tuner(small_configs(), do_bench=fake_do_bench(calls_per_config=1))
+    for order in (("fused_slice", "padded"), ("outer_padded", "transposed")):  # one shape: tuned on the first only
+        a, b = torch.randn(20, 70, device=triton_device()), torch.randn(70, 24, device=triton_device())
+        la, lb = distinct_layouts(a, b, order=order)
+        expect_own_layouts(la, lb)
+        label = f"a (20, 70) strides {la.stride()}, b (70, 24) strides {lb.stride()}, SPLIT_K 2 and 3 tuned"
+        expect_close(
+            ex.split_k_matmul(la, lb, tuner),
+            oracle(a, b),
+            input=label,
+            hint="pass a.stride(0), a.stride(1), b.stride(0), b.stride(1): each operand's own strides",
+        )
 
 
 @checks("split_k")

@@ -8,9 +8,10 @@ import torch
 import torch.nn.functional as F
 
 from llm_algo.bench import bandwidth_row, baseline_rows, copy_row
-from llm_algo.check import Checks, describe, expect, expect_refused, expect_tensor
+from llm_algo.check import Checks, describe, expect, expect_refused, expect_refused_or_correct, expect_tensor
 from llm_algo.device import triton_compiled, triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded
+from llm_algo.references.layouts import distinct_layouts, expect_own_layouts
 
 checks = Checks("p03.debugging", triton=True)
 checks.restrict(
@@ -209,6 +210,21 @@ def matches_bincount(ex):
 
 
 @checks("histogram")
+def histogram_of_a_strided_tensor(ex):
+    """values every third element of a buffer (a column of a fused tensor): refused (the lesson asks for contiguous
+    values) or counted exactly"""
+    values = torch.randint(-2, 12, (300,), device=triton_device()).to(torch.int32)
+    (lv,) = distinct_layouts(values)
+    label = f"x (300,) int32 with stride {lv.stride()}, num_bins=10"
+    expect_refused_or_correct(
+        lambda: ex.histogram(lv, 10, block=128),
+        lambda got: expect_exact(got, reference_counts(values, 10).to(triton_device()), input=label, hint=HIST_HINT),
+        input=label,
+        hint="refuse a non-contiguous x with a ValueError before launching, or read it through its stride",
+    )
+
+
+@checks("histogram")
 def histogram_refuses_bad_input(ex):
     """float values, a 2-D tensor or num_bins = 0 raise before launching"""
     expect_refused(
@@ -305,6 +321,24 @@ def matches_index_select_on_views(ex):
                         got=f"strides {got.stride()}",
                         hint="allocate with torch.empty((n, D))",
                     )
+
+
+@checks("embedding")
+def operands_in_their_own_layouts(ex):
+    """ids a column of a wider tensor (stride 3) and the table with padded rows; then ids stride 2 and a transposed
+    table: table[ids] exactly"""
+    for order in (("fused_slice", "padded"), ("padded", "transposed")):
+        table = torch.randn(40, 37, device=triton_device())
+        ids = torch.randint(0, 40, (19,), device=triton_device())
+        lids, ltable = distinct_layouts(ids, table, order=order)
+        expect_own_layouts(lids, ltable)
+        label = f"ids (19,) int64 strides {lids.stride()}, table (40, 37) strides {ltable.stride()}"
+        expect_exact(
+            ex.embedding(lids, ltable, block_d=16),
+            table[ids],
+            input=label,
+            hint=EMBED_HINT + "; the kernel reads ids_ptr + token: pass ids.contiguous()",
+        )
 
 
 @checks("embedding")

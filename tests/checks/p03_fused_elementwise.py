@@ -11,10 +11,19 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from llm_algo.bench import bandwidth_row, baseline_rows, copy_row
-from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
+from llm_algo.check import (
+    Checks,
+    describe,
+    expect,
+    expect_close,
+    expect_refused,
+    expect_refused_or_correct,
+    expect_tensor,
+)
 from llm_algo.check.restrictions import AUTOGRAD
 from llm_algo.device import triton_compiled, triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
+from llm_algo.references.layouts import distinct_layouts, expect_own_layouts
 
 checks = Checks("p03.fused_elementwise", triton=True)
 checks.restrict(
@@ -275,6 +284,25 @@ def each_input_through_its_own_row_stride(ex):
     expect_close(ex.swiglu(gate, up, block_size=64), swiglu_oracle(gate, up), input=label, hint=HINT_STRIDES)
 
 
+@checks("swiglu")
+def swiglu_operands_in_their_own_layouts(ex):
+    """gate a slice of a fused projection and up with padded rows must be right; gate transposed (column stride != 1)
+    refused with a ValueError, or right"""
+    gate, up = random_matrix((7, 40), torch.float32), random_matrix((7, 40), torch.float32, 1.0)
+    lg, lu = distinct_layouts(gate, up)
+    expect_own_layouts(lg, lu)
+    label = f"(7, 40): strides gate {lg.stride()}, up {lu.stride()}"
+    expect_close(ex.swiglu(lg, lu, block_size=32), swiglu_oracle(gate, up), input=label, hint=HINT_STRIDES)
+    lg, lu = distinct_layouts(gate, up, order=("transposed", "fused_slice"))
+    label = f"(7, 40): strides gate {lg.stride()}, up {lu.stride()}"
+    expect_refused_or_correct(
+        lambda: ex.swiglu(lg, lu, block_size=32),
+        lambda got: expect_close(got, swiglu_oracle(gate, up), input=label + " (accepted: must be right)"),
+        input=label,
+        hint="refuse a column stride != 1 with a ValueError before launching, or read it correctly",
+    )
+
+
 # --------------------------------------------------------------------------------------- swiglu_backward
 
 
@@ -399,6 +427,18 @@ def strided_inputs_and_refused_ones(ex):
     expect_close(up.grad, want_up, input=label, what="up.grad", hint=hint)
 
 
+@checks("swiglu_backward")
+def backward_operands_in_their_own_layouts(ex):
+    """d_out a slice of a fused tensor, gate with padded rows, up a window of a bigger buffer: each read through its
+    own row stride"""
+    gate, up = random_matrix((7, 40), torch.float32), random_matrix((7, 40), torch.float32, 1.0)
+    d_out = torch.randn(7, 40, device=triton_device())
+    ld, lg, lu = distinct_layouts(d_out, gate, up, order=("fused_slice", "padded", "outer_padded"))
+    expect_own_layouts(ld, lg, lu)
+    label = f"(7, 40): strides d_out {ld.stride()}, gate {lg.stride()}, up {lu.stride()}"
+    expect_gradients(ex.swiglu_backward(ld, lg, lu, block_size=32), d_out, gate, up, label, hint=HINT_STRIDES)
+
+
 # ------------------------------------------------------------------------------------------------ bias_gelu
 
 
@@ -456,6 +496,22 @@ def random_shapes_dtypes_and_both_forms(ex):
                     input=label,
                     hint=HINT_GELU + "; the bias is indexed by the column",
                 )
+
+
+@checks("bias_gelu")
+def bias_gelu_operands_in_their_own_layouts(ex):
+    """x a slice of a fused projection and bias every other element of a buffer: refused with a ValueError (the
+    lesson asks for a contiguous bias), or gelu(x + bias)"""
+    x, bias = random_matrix((7, 40), torch.float32, 2.0), random_matrix((40,), torch.float32, 1.0)
+    lx, lb = distinct_layouts(x, bias)
+    expect_own_layouts(lx, lb)
+    label = f"(7, 40): strides x {lx.stride()}, bias {lb.stride()}"
+    expect_refused_or_correct(
+        lambda: ex.bias_gelu(lx, lb, approximate="tanh", block_size=32),
+        lambda got: expect_close(got, gelu_oracle(x, bias, "tanh"), input=label + " (accepted: must be right)"),
+        input=label,
+        hint="refuse a strided bias with a ValueError before launching, or read it correctly",
+    )
 
 
 @checks("bias_gelu")

@@ -12,6 +12,7 @@ from llm_algo.bench import BenchRow, baseline_rows, flops_row, median_ms
 from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor, reference_only
 from llm_algo.check.restrictions import AUTOGRAD, CROSS_ENTROPY, LOGSUMEXP, SOFTMAX
 from llm_algo.device import triton_device, triton_dtypes
+from llm_algo.references.layouts import distinct_layouts, expect_own_layouts
 
 checks = Checks("p03.fused_linear_cross_entropy", triton=True)
 EXP = (torch.exp, torch.Tensor.exp, torch.Tensor.exp_, torch.exp2, torch.Tensor.exp2, torch.special.exp2)
@@ -58,12 +59,17 @@ def autograd_head(hidden, weight, targets, dtype, ignore_index=-100, reduction="
     return loss.detach(), h.grad, w.grad
 
 
-def check_against_autograd(ex, hidden, weight, targets, label, ignore_index=-100, reduction="mean", chunk_size=None):
+def check_against_autograd(
+    ex, hidden, weight, targets, label, ignore_index=-100, reduction="mean", chunk_size=None, cpu_baseline=False
+):
+    """`cpu_baseline`: the baseline's matmuls on the CPU (float32 accumulation, rounded once), where a GPU's cuBLAS
+    may reduce split-K partials in fp16 and widen the allowance on one device only."""
     loss, grad_hidden, grad_weight = ex.linear_cross_entropy_fwd_bwd(
         hidden, weight, targets, ignore_index, reduction, chunk_size
     )
     want = autograd_head(hidden, weight, targets, torch.float64, ignore_index, reduction)
-    base = autograd_head(hidden, weight, targets, hidden.dtype, ignore_index, reduction)
+    on = (lambda t: t.cpu()) if cpu_baseline else (lambda t: t)
+    base = autograd_head(on(hidden), on(weight), on(targets), hidden.dtype, ignore_index, reduction)
     label += f", reduction={reduction!r}, chunk_size={chunk_size}"
     expect_tensor(loss, shape=(), dtype=torch.float32, input=label, what="loss", hint="return a float32 scalar")
     expect_tensor(grad_hidden, shape=tuple(hidden.shape), dtype=hidden.dtype, input=label, what="grad_hidden")
@@ -116,6 +122,20 @@ def matches_autograd_across_chunkings(ex):
             hidden, weight, targets = random_problem(n_rows, dim, vocab, dtype)
             label = describe(hidden=hidden, weight=weight, targets=targets)
             check_against_autograd(ex, hidden, weight, targets, label, chunk_size=chunk)
+
+
+@checks("linear_cross_entropy_fwd_bwd")
+def operands_in_their_own_layouts(ex):
+    """hidden a slice of a fused projection, weight with padded rows, targets every other element of a buffer: each
+    read through its own strides, compared with autograd on contiguous copies"""
+    hidden, weight, targets = random_problem(23, 16, 70, torch.float32)
+    lh, lw, lt = distinct_layouts(hidden, weight, targets)
+    expect_own_layouts(lh, lw, lt)
+    label = (
+        f"{describe(hidden=hidden, weight=weight, targets=targets)}, strides hidden {lh.stride()}, "
+        f"weight {lw.stride()}, targets {lt.stride()}"
+    )
+    check_against_autograd(ex, lh, lw, lt, label, chunk_size=6)
 
 
 @checks("linear_cross_entropy_fwd_bwd")
@@ -256,6 +276,17 @@ def rejects_inputs_it_cannot_handle(ex):
         )
 
 
+@checks("linear_cross_entropy_fwd_bwd")  # last: 256 launches, so the cheaper checks reject most mistakes first
+def weight_gradient_accumulates_in_float32(ex):
+    """fp16, N = 256 rows in chunks of one row, positive hidden states, one target for every row: each entry of dW
+    is a sum of 256 terms of one sign, which an fp16 accumulator rounds 256 times (a third of dW off by 2-5x)"""
+    _, weight, _ = random_problem(1, 16, 24, torch.float16)
+    hidden = (torch.rand(256, 16, device=weight.device) + 0.5).half()  # one sign: no entry of dW cancels to ~0,
+    targets = torch.full((256,), 5, device=weight.device)  # where the baseline's own rounding would excuse anything
+    label = describe(hidden=hidden, weight=weight) + ", hidden in [0.5, 1.5), every target 5, 256 chunks of 1 row"
+    check_against_autograd(ex, hidden, weight, targets, label, reduction="sum", chunk_size=1, cpu_baseline=True)
+
+
 # ------------------------------------------------------------------------------------ fused_linear_cross_entropy
 
 
@@ -286,6 +317,26 @@ def backward_matches_autograd(ex):
                 hint="backward returns (grad_hidden, grad_weight, None, None, None, None)",
             )
             expect_close(got, want, baseline=baseline, input=label, what=name, hint=HINT_GRADS)
+
+
+@checks("fused_linear_cross_entropy")
+def leaf_operands_in_their_own_layouts(ex):
+    """hidden and weight are strided leaves (a slice of a fused projection, padded rows) and targets a strided column:
+    the gradients reach them with the shapes and values of autograd's"""
+    hidden, weight, targets = random_problem(13, 16, 50, torch.float32)
+    lh, lw, lt = distinct_layouts(hidden, weight, targets)
+    expect_own_layouts(lh, lw, lt)
+    lh.requires_grad_(True)
+    lw.requires_grad_(True)
+    ex.fused_linear_cross_entropy(lh, lw, lt, -100, "mean", 4).backward()
+    _, want_h, want_w = autograd_head(hidden, weight, targets, torch.float64)
+    label = (
+        f"{describe(hidden=hidden, weight=weight, targets=targets)}, strides hidden {lh.stride()}, "
+        f"weight {lw.stride()}, targets {lt.stride()}, chunk_size=4"
+    )
+    for name, got, want in (("hidden.grad", lh.grad, want_h), ("weight.grad", lw.grad, want_w)):
+        expect(got is not None, f"no gradient reached {name}", input=label, expected="a gradient", got="None")
+        expect_close(got, want, input=label, what=name, hint=HINT_GRADS)
 
 
 @checks("fused_linear_cross_entropy")

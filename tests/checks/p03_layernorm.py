@@ -11,10 +11,19 @@ import torch
 import torch.nn.functional as F
 
 from llm_algo.bench import bandwidth_row, baseline_rows, copy_row
-from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
+from llm_algo.check import (
+    Checks,
+    describe,
+    expect,
+    expect_close,
+    expect_refused,
+    expect_refused_or_correct,
+    expect_tensor,
+)
 from llm_algo.check.restrictions import AUTOGRAD, LAYER_NORM
 from llm_algo.device import triton_compiled, triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
+from llm_algo.references.layouts import distinct_layouts, expect_own_layouts, with_layout
 
 checks = Checks("p03.layernorm", triton=True)
 STATISTICS = [torch.var_mean, torch.var, torch.Tensor.var, torch.std_mean, torch.std, torch.Tensor.std]
@@ -278,6 +287,35 @@ def rejects_inputs_it_cannot_handle(ex):
         )
 
 
+def expect_forward(result, x, w, b, label):
+    y, mean, rstd = result
+    expect_tensor(y, shape=tuple(x.shape), dtype=x.dtype, input=label)
+    expect_close(y, oracle_forward(x, w, b), input=label, hint=HINT_FWD)
+    want_mean, want_var = var_mean_oracle(x)
+    expect_close(mean, want_mean, input=label, what="mean", dtype=torch.float32, hint="mean = sum(x) / n_cols")
+    expect_close(rstd, 1 / torch.sqrt(want_var + EPS), input=label, what="rstd", dtype=torch.float32, hint=HINT_FWD)
+
+
+@checks("layer_norm_forward")
+def forward_operands_in_their_own_layouts(ex):
+    """x a slice of a fused projection (row stride 3 * n_cols) must be right; x, weight and bias each in a layout of
+    its own (the lesson asks for a contiguous weight and bias; x transposed): refused with a ValueError, or right"""
+    x, w, b = random_case(9, 40, torch.float32)
+    lx = with_layout(x, "fused_slice")
+    label = f"{describe(x=x, weight=w)}, x strides {lx.stride()}"
+    expect_forward(ex.layer_norm_forward(lx, w, b, eps=EPS), x, w, b, label)
+    for order in (("fused_slice", "padded", "fused_slice"), ("transposed", "fused_slice", "padded")):
+        lx, lw, lb = distinct_layouts(x, w, b, order=order)
+        expect_own_layouts(lx, lw, lb)
+        label = f"{describe(x=x, weight=w)}, strides x {lx.stride()}, weight {lw.stride()}, bias {lb.stride()}"
+        expect_refused_or_correct(
+            lambda lx=lx, lw=lw, lb=lb: ex.layer_norm_forward(lx, lw, lb, eps=EPS),
+            lambda result, label=label: expect_forward(result, x, w, b, label + " (accepted: must be right)"),
+            input=label,
+            hint="refuse a layout the kernel cannot read (ValueError before launching), or read it correctly",
+        )
+
+
 def rows_with_stride(n_rows, n_cols, row_stride, offset=0.5):
     """(n_rows, n_cols) with unit column stride and the given row stride (0 = one row repeated, < n_cols = rows that
     overlap), over a buffer of n_rows * n_cols elements: read with another tensor's row stride, it stays in memory
@@ -448,6 +486,31 @@ def strided_rows_refusals_and_the_longest_row(ex):
         what="dx",
         dtype=torch.float32,
         hint="refuse n_cols > MAX_FUSED_COLS only",
+    )
+
+
+@checks("layer_norm_backward")
+def backward_operands_in_their_own_layouts(ex):
+    """grad_y a slice of a fused tensor, x with padded rows, mean and rstd columns of wider tensors (weight
+    contiguous, as the lesson asks): refused with a ValueError, or the gradients of contiguous copies"""
+    x, w, b = random_case(9, 40, torch.float32)
+    dy = torch.randn(9, 40, device=x.device)
+    mean, rstd = forward_stats(x)
+    ldy, lx, lm, lr = distinct_layouts(dy, x, mean, rstd, order=("fused_slice", "padded", "fused_slice", "padded"))
+    expect_own_layouts(ldy, lx, lm, lr)
+    label = f"(9, 40): strides grad_y {ldy.stride()}, x {lx.stride()}, mean {lm.stride()}, rstd {lr.stride()}"
+
+    def expect_grads(result):
+        want = oracle_backward(x, w, b, dy)
+        for name, got, oracle in zip(("dx", "dw", "db"), result, want, strict=True):
+            expect_close(got, oracle, input=label + " (accepted: must be right)", what=name, hint=HINT_BWD)
+
+    expect_refused_or_correct(
+        lambda: ex.layer_norm_backward(ldy, lx, w, lm, lr, num_programs=3),
+        expect_grads,
+        input=label,
+        hint="read each operand through its own strides; the kernel reads mean and rstd with unit stride: make them "
+        "contiguous (or refuse them with a ValueError)",
     )
 
 

@@ -15,6 +15,7 @@ from llm_algo.check import Checks, describe, expect, expect_close, expect_refuse
 from llm_algo.check.restrictions import MATMUL
 from llm_algo.device import policy, triton_compiled, triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
+from llm_algo.references.layouts import distinct_layouts, expect_own_layouts
 
 checks = Checks("p03.matmul_epilogue", triton=True)
 checks.restrict(
@@ -229,6 +230,30 @@ def residual_and_strided_operands(ex):
             expect_linear_act(
                 ex, x, weight, bias, activation, residual, label,
                 hint="act(x @ weight.T + bias) + residual; address the residual by its own strides",
+            )  # fmt: skip
+
+
+@checks("linear_act")
+def operands_in_their_own_layouts(ex):
+    """x a slice of a fused projection, weight with padded rows, bias every other element of a buffer, residual a
+    window of a bigger buffer (and the same in another order): each operand read through its own strides"""
+    M, N, K = 37, 29, 70
+    device = triton_device()
+    for dtype in triton_dtypes():
+        for order in (None, ("transposed", "fused_slice", "padded", "outer_padded")):
+            x = torch.randn(M, K, device=device).to(dtype)
+            weight = (torch.randn(N, K, device=device) / K**0.5).to(dtype)
+            bias = torch.randn(N, device=device).to(dtype)
+            residual = torch.randn(M, N, device=device).to(dtype)
+            lx, lw, lb, lr = distinct_layouts(x, weight, bias, residual, order=order)
+            expect_own_layouts(lx, lw, lb, lr)
+            label = (
+                f"{describe(x=x, weight=weight, bias=bias, residual=residual)}, strides x {lx.stride()}, "
+                f"weight {lw.stride()}, bias {lb.stride()}, residual {lr.stride()}, silu"
+            )
+            expect_linear_act(
+                ex, lx, lw, lb, "silu", lr, label,
+                hint="every operand by its own strides; the kernel reads the bias with unit stride: bias.contiguous()",
             )  # fmt: skip
 
 

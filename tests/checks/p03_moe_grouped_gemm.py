@@ -12,6 +12,7 @@ from llm_algo.check import Checks, describe, expect, expect_close, expect_refuse
 from llm_algo.check.restrictions import MATMUL
 from llm_algo.device import triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
+from llm_algo.references.layouts import distinct_layouts, expect_own_layouts
 from llm_algo.references.moe import hf_mixtral_block, moe_loop_spec, random_experts, route_one_token
 
 checks = Checks("p03.moe_grouped_gemm", triton=True)
@@ -330,6 +331,33 @@ def many_experts_and_strided_weights(ex):
                    "address x and w with every stride: x_ptr + m * stride_xm + k * stride_xk, w with stride_we/wn/wk")  # fmt: skip
 
 
+@checks("grouped_gemm")
+def operands_in_their_own_layouts(ex):
+    """x, w and the group offsets each in a layout of its own (x a fused slice, w padded rows, the offsets every other
+    element of a buffer; then x transposed, w a window of a bigger buffer), same values as contiguous copies"""
+    sizes, N, K = [5, 0, 19, 1, 16], 29, 40
+    dev = triton_device()
+    offsets = groups_from_sizes(sizes).to(dev)
+    for dtype in triton_dtypes():
+        for order in (None, ("transposed", "outer_padded", "fused_slice")):
+            x = torch.randn(sum(sizes), K, device=dev).to(dtype)
+            w = torch.randn(len(sizes), N, K, device=dev).to(dtype)
+            lx, lw, lo = distinct_layouts(x, w, offsets, order=order)
+            expect_own_layouts(lx, lw, lo)
+            label = f"{describe(x=x, w=w)}, strides x {lx.stride()}, w {lw.stride()}, group_offsets {lo.stride()}"
+            got = ex.grouped_gemm(lx, lw, lo)
+            label += f", group sizes {sizes}"
+            expect_tensor(got, shape=(x.shape[0], N), dtype=dtype, device=dev, input=label)
+            expect_close(
+                got,
+                oracle_grouped(x, w, offsets),
+                baseline=baseline_grouped(x, w, offsets),
+                input=label,
+                hint="every operand through its own strides; the kernel reads the offsets with unit stride: "
+                "pass them contiguous",
+            )
+
+
 @checks("grouped_gemm", requires_compiled=True)
 def at_scale_on_the_gpu(ex):
     """64 experts, 4096 x 8 routed rows, N = 768, K = 2048 in fp16 and bf16; Mixtral-sized groups in bf16"""
@@ -388,7 +416,7 @@ def baseline_moe(x, gates, experts, w_gate, w_up, w_down):
     return out.to(x.dtype)
 
 
-def expect_moe(ex, T, H, F, E, k, dtype, label_extra="", hf=False):
+def expect_moe(ex, T, H, F, E, k, dtype, label_extra="", hf=False, layouts=False):
     weights = random_experts(E, H, F)  # float64
     x = torch.randn(T, H, dtype=torch.float64).to(dtype)
     x64 = x.double()  # the input as the learner sees it, exactly
@@ -396,7 +424,12 @@ def expect_moe(ex, T, H, F, E, k, dtype, label_extra="", hf=False):
     w = {n: weights[n].to(dtype) for n in ("w_gate", "w_up", "w_down")}
     dev = triton_device()
     gates = gates.to(dtype)  # in x's dtype, as a router that does not upcast returns them
-    got = ex.moe_ffn(x.to(dev), gates.to(dev), experts.to(dev), *(v.to(dev) for v in w.values()))
+    operands = (x.to(dev), gates.to(dev), experts.to(dev), *(v.to(dev) for v in w.values()))
+    if layouts:  # every operand in a layout of its own, same values
+        operands = distinct_layouts(*operands)
+        expect_own_layouts(*operands)
+        label_extra += ", strides " + ", ".join(str(t.stride()) for t in operands)
+    got = ex.moe_ffn(*operands)
     label = f"{describe(x=x)}, E={E}, k={k}, F={F}{label_extra}"
     expect_tensor(got, shape=(T, H), dtype=dtype, device=dev, input=label)
     spec_weights = {"router_weight": weights["router_weight"], **{n: v.double() for n, v in w.items()}}
@@ -428,6 +461,14 @@ def matches_mixtral_sparse_moe_block(ex):
     """the same layer as Hugging Face's MixtralSparseMoeBlock (dropless) with the same weights, k = 2 of 8 experts"""
     torch.manual_seed(5)
     expect_moe(ex, 14, 16, 32, 8, 2, torch.float32, hf=True)
+
+
+@checks("moe_ffn")
+def layer_operands_in_their_own_layouts(ex):
+    """x, gates, experts, w_gate, w_up and w_down each in a layout of its own (fused slice, padded rows, transposed
+    storage, a window of a bigger buffer, ...), same values as contiguous copies"""
+    torch.manual_seed(7)
+    expect_moe(ex, 13, 16, 24, 5, 2, torch.float32, layouts=True)
 
 
 @checks("moe_ffn")

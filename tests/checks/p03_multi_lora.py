@@ -23,6 +23,7 @@ from llm_algo.check import (
 from llm_algo.check.restrictions import MATMUL
 from llm_algo.device import triton_compiled, triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
+from llm_algo.references.layouts import distinct_layouts, expect_own_layouts, fused_slice
 
 checks = Checks("p03.multi_lora", triton=True)
 checks.in_place("lora_expand", "y")  # y += the adapters' contribution, in place (punica's contract)
@@ -167,6 +168,26 @@ def loop_expand(y, v, B, ids, dtype=torch.float64):
     return out if dtype == torch.float64 else out.to(y.dtype)
 
 
+def own_layouts(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Every operand in a layout of its own, same values: distinct_layouts for the 2-D and 3-D ones, and each 1-D one
+    (scales, ids, segment tensors) a column of a wider tensor with its own stride (3, 4, 5, ...)."""
+    views = iter(distinct_layouts(*(t for t in tensors if t.dim() > 1)))
+    parts = iter(range(3, 3 + len(tensors)))
+    out = tuple(next(views) if t.dim() > 1 else fused_slice(t, parts=next(parts)) for t in tensors)
+    expect_own_layouts(*out)
+    return out
+
+
+def strides_label(**tensors) -> str:
+    return "strides " + ", ".join(f"{name} {t.stride()}" for name, t in tensors.items())
+
+
+HINT_OWN = (
+    "every operand through its own strides; the kernel reads scales, order, seg_offsets and seg_adapter with unit "
+    "stride: make them contiguous"
+)
+
+
 HINT_TOKENS = "rows are positions in order: address x, v and y at the token ids tok = order[rows]"
 
 
@@ -272,6 +293,19 @@ def shrink_strided_inputs(ex):
                   "build pointers from stride_xm/stride_xk and stride_al/stride_ar/stride_ak")  # fmt: skip
 
 
+@checks("lora_shrink")
+def shrink_operands_in_their_own_layouts(ex):
+    """x, A, scales, order, seg_offsets and seg_adapter each in a layout of its own (x a fused slice, A padded rows,
+    the 1-D tensors columns of wider tensors), same values as contiguous copies"""
+    x, A, _, scales, ids = case(30, 40, 4, 4, 8, torch.float32)
+    order, offsets, adapters = spec_device_segments(ids, 4)
+    lx, lA, ls, lo, loff, lad = own_layouts(x, A, scales, order, offsets, adapters)
+    label = strides_label(x=lx, A=lA, scales=ls, order=lo, seg_offsets=loff, seg_adapter=lad)
+    got = ex.lora_shrink(lx, lA, ls, lo, loff, lad)
+    expect_tensor(got, shape=(30, 8), dtype=torch.float32, input=label)
+    expect_close(got, loop_shrink(x, A, scales, ids), input=label, hint=HINT_OWN)
+
+
 @checks("lora_shrink", requires_compiled=True)
 def shrink_at_scale(ex):
     """4096 tokens over 16 adapters of rank 16, K = 4096, fp16 and bf16"""
@@ -355,6 +389,25 @@ def expand_kernel_uses_every_stride(ex):
     expect_guard_untouched(buffer, (29, 37), input=label, hint="address y with both strides", snapshot=snapshot)
     expect_close(y, loop_expand(y0, v, B_t, ids), input=label,
                  hint="every pointer from its strides: stride_vm/stride_vr, stride_bl/stride_bn/stride_br, stride_ym/stride_yn")  # fmt: skip
+
+
+@checks("lora_expand")
+def expand_operands_in_their_own_layouts(ex):
+    """y (updated in place), v, B, order, seg_offsets and seg_adapter each in a layout of its own, same values as
+    contiguous copies; then add_lora with y, x, ids, A, B and scales each in a layout of its own"""
+    x, A, B, scales, ids = case(30, 24, 20, 4, 8, torch.float32)
+    y = torch.randn(30, 20, device=B.device)
+    v = torch.randn(30, 8, device=B.device)
+    order, offsets, adapters = spec_device_segments(ids, 4)
+    ly, lv, lB, lo, loff, lad = own_layouts(y, v, B, order, offsets, adapters)
+    label = strides_label(y=ly, v=lv, B=lB, order=lo, seg_offsets=loff, seg_adapter=lad)
+    ex.lora_expand(ly, lv, lB, lo, loff, lad)
+    expect_close(ly, loop_expand(y, v, B, ids), input=label + ", y after the call", hint=HINT_OWN)
+    ly, lx, lids, lA, lB, ls = own_layouts(y, x, ids, A, B, scales)
+    label = "add_lora, " + strides_label(y=ly, x=lx, adapter_ids=lids, A=lA, B=lB, scales=ls)
+    ex.add_lora(ly, lx, lids, lA, lB, ls)
+    want = loop_expand(y, loop_shrink(x, A, scales, ids), B, ids)
+    expect_close(ly, want, input=label + ", y after the call", hint=HINT_OWN)
 
 
 @checks("lora_expand")

@@ -11,6 +11,7 @@ from llm_algo.check import Checks, describe, expect, expect_close, expect_refuse
 from llm_algo.check.restrictions import MATMUL
 from llm_algo.device import triton_compiled, triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
+from llm_algo.references.layouts import distinct_layouts, expect_own_layouts
 
 checks = Checks("p03.quant_matmul", triton=True)
 QUANT_MATMULS = tuple(
@@ -28,6 +29,7 @@ checks.restrict(
     "(torch's matmuls are the checks' reference)",
 )
 HINT_K_MASK = "mask every load along K (x, codes and scales) with k < K"
+HINT_OWN_STRIDES = "read every operand through its own strides: pass each tensor's .stride(i), never another's"
 HINT_GROUP = "element (n, k) uses scales[n, k // G]: index the scale tile with k // GROUP_SIZE and stride_sg"
 
 
@@ -193,6 +195,20 @@ def int8_strided_inputs(ex):
 
 
 @checks("int8_matmul")
+def int8_operands_in_their_own_layouts(ex):
+    """x, codes and scales each in a layout of its own (a fused slice, padded rows, transposed storage, and the
+    same in another order), same values as contiguous copies"""
+    M, N, K, G = 7, 24, 64, 16
+    for order in (None, ("transposed", "outer_padded", "fused_slice")):
+        x, codes, scales = int8_problem(M, N, K, G, triton_dtypes()[-1])
+        lx, lc, ls = distinct_layouts(x, codes, scales, order=order)
+        expect_own_layouts(lx, lc, ls)
+        label = f"{describe(x=x)}, G={G}, strides x {lx.stride()}, codes {lc.stride()}, scales {ls.stride()}"
+        got = ex.int8_weight_matmul(lx, lc, ls, group_size=G)
+        expect_product(got, x, codes, scales, label, hint=HINT_OWN_STRIDES)
+
+
+@checks("int8_matmul")
 def int8_refuses_bad_input(ex):
     """K not a multiple of G, wrong K, wrong scale shape, float or uint8 codes, integer x or scales are refused"""
     d = triton_device()
@@ -303,6 +319,20 @@ def int4_scale_dtype_and_strided_inputs(ex):
     got = ex.int4_weight_matmul(x, packed, scales, G)
     label = f"x = t.T, packed and scales column-major: strides {packed.stride()}, {scales.stride()}"
     expect_product(got, x, codes, scales, label, hint="byte k // 2 is at (k // 2) * stride_pk, not k // 2")
+
+
+@checks("int4_matmul")
+def int4_operands_in_their_own_layouts(ex):
+    """x, the packed bytes and the scales each in a layout of its own (a fused slice, padded rows, transposed
+    storage, and the same in another order), same values as contiguous copies"""
+    M, N, K, G = 7, 24, 64, 16
+    for order in (None, ("outer_padded", "transposed", "padded")):
+        x, codes, packed, scales = int4_problem(M, N, K, G, triton_dtypes()[-1])
+        lx, lp, ls = distinct_layouts(x, packed, scales, order=order)
+        expect_own_layouts(lx, lp, ls)
+        label = f"{describe(x=x)}, G={G}, strides x {lx.stride()}, packed {lp.stride()}, scales {ls.stride()}"
+        got = ex.int4_weight_matmul(lx, lp, ls, G)
+        expect_product(got, x, codes, scales, label, hint=HINT_OWN_STRIDES)
 
 
 @checks("int4_matmul")
@@ -422,6 +452,23 @@ def fp8_given_scale_saturates(ex):
     label = "t (6, 40) ~ N(0, 9) with 1e4, -1e4, inf and 4.7 in row 1, given float64 scale 0.01 (saturation at 4.48)"
     expect(not bool(codes.float().isnan().any()), "NaN codes: clamp to [-448, 448] before the cast", input=label)
     expect_fp8_codes(codes, got_scale, t, scale, label, hint="use the given scale, clamp to +-448, then cast")
+
+
+@checks("fp8_quantize")
+def fp8_quantize_inputs_in_their_own_layouts(ex):
+    """t a slice of a fused projection, then t transposed with a given scale that is a column of a wider tensor:
+    the same codes and scales as for contiguous copies"""
+    t = torch.randn(6, 40) * torch.logspace(-2, 2, 6)[:, None]
+    (lt,) = distinct_layouts(t)
+    codes, scale = ex.quantize_fp8_rowwise(lt)
+    want_scale = t.abs().amax(dim=1, keepdim=True) / E4M3_MAX
+    label = f"t (6, 40) float32 with strides {lt.stride()}"
+    expect_fp8_codes(codes, scale, t, want_scale, label, hint="read t through its own strides (or .contiguous())")
+    given = torch.rand(6, 1) * 0.01 + 1e-3
+    lt, lscale = distinct_layouts(t, given, order=("transposed", "fused_slice"))
+    codes, scale = ex.quantize_fp8_rowwise(lt, lscale)
+    label = f"t (6, 40) float32 with strides {lt.stride()}, given scale (6, 1) with strides {lscale.stride()}"
+    expect_fp8_codes(codes, scale, t, given, label, hint="read t and the given scale through their own strides")
 
 
 @checks("fp8_quantize")
@@ -573,6 +620,22 @@ def fp8_strided_operands_and_scales(ex):
     got = ex.fp8_scaled_mm(a, sa, b, sb, torch.float32)
     expect_fp8_close(got, a, sa, b, sb, torch.float32, input=label,
                      hint="pass every stride: a.stride(0), a.stride(1), b.stride(0), b.stride(1), scale_a.stride(0), ...")  # fmt: skip
+
+
+@checks("fp8_matmul", requires_capability=FP8_CAPABILITY)
+def fp8_mm_operands_in_their_own_layouts(ex):
+    """a, scale_a, b and scale_b each in a layout of its own (a fused slice, padded rows, transposed storage, a window
+    of a bigger buffer), same values as contiguous copies"""
+    M, N, K = 7, 20, 48
+    a, sa, b, sb = fp8_operands(M, N, K)
+    la, lsa, lb, lsb = distinct_layouts(a, sa, b, sb)
+    expect_own_layouts(la, lsa, lb, lsb)
+    label = (
+        f"a ({M}, {K}), b ({N}, {K}) float8_e4m3fn with strides {la.stride()}, {lb.stride()}; scales with strides "
+        f"{lsa.stride()}, {lsb.stride()}; out float32"
+    )
+    got = ex.fp8_scaled_mm(la, lsa, lb, lsb, torch.float32)
+    expect_fp8_close(got, a, sa, b, sb, torch.float32, input=label, hint=HINT_OWN_STRIDES)
 
 
 @checks("fp8_matmul", requires_capability=FP8_CAPABILITY)

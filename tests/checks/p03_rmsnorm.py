@@ -8,10 +8,11 @@ import torch
 import torch.nn.functional as F
 
 from llm_algo.bench import bandwidth_row, baseline_rows, copy_row
-from llm_algo.check import Checks, describe, expect_close, expect_refused, expect_tensor
+from llm_algo.check import Checks, describe, expect_close, expect_refused, expect_refused_or_correct, expect_tensor
 from llm_algo.check.restrictions import AUTOGRAD, RMS_NORM
 from llm_algo.device import triton_compiled, triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
+from llm_algo.references.layouts import distinct_layouts, expect_own_layouts, with_layout
 
 checks = Checks("p03.rmsnorm", triton=True)
 checks.restrict(
@@ -152,6 +153,33 @@ def rejects_inputs_it_cannot_handle(ex):
         expect_refused(call, input=label, hint="check x.dim() == 2, x.stride(1) == 1 and weight.shape first")
 
 
+def expect_forward(y, rstd, x, weight, eps, label):
+    expect_tensor(y, shape=tuple(x.shape), dtype=x.dtype, input=label, what="y")
+    expect_close(y, forward_oracle(x, weight, eps), input=label, what="y", hint=HINT_FORWARD)
+    expect_close(rstd, rstd_oracle(x, eps), input=label, what="rstd", dtype=torch.float32, hint=HINT_FORWARD)
+
+
+@checks("rmsnorm_forward")
+def forward_operands_in_their_own_layouts(ex):
+    """x a slice of a fused projection (row stride 3 * n_cols) must be right; with weight every other element of a
+    buffer (the lesson asks for a contiguous weight) and with x transposed: refused with a ValueError, or right"""
+    x, weight = random_rows((9, 40), torch.float32)
+    lx = with_layout(x, "fused_slice")
+    label = f"{describe(x=x, weight=weight)}, x strides {lx.stride()}"
+    y, rstd = ex.rmsnorm_forward(lx, weight, 1e-6)
+    expect_forward(y, rstd, x, weight, 1e-6, label)
+    for order in (("fused_slice", "padded"), ("transposed", "fused_slice")):
+        lx, lw = distinct_layouts(x, weight, order=order)
+        expect_own_layouts(lx, lw)
+        label = f"{describe(x=x, weight=weight)}, strides x {lx.stride()}, weight {lw.stride()}"
+        expect_refused_or_correct(
+            lambda lx=lx, lw=lw: ex.rmsnorm_forward(lx, lw, 1e-6),
+            lambda result, label=label: expect_forward(*result, x, weight, 1e-6, label + " (accepted: must be right)"),
+            input=label,
+            hint="refuse a layout the kernel cannot read (ValueError before launching), or read it correctly",
+        )
+
+
 def expanded_row(n_rows, n_cols):
     """One row of activations expanded to n_rows (stride 0), at the start of a buffer of n_rows * n_cols elements:
     a row read with another tensor's stride stays in memory the check owns."""
@@ -243,6 +271,25 @@ def many_rows_per_program(ex):
     rstd = rstd_oracle(x, 1e-5).float().to(x.device)
     dx, dweight = ex.rmsnorm_backward(dy, x, weight, rstd, num_programs=7)
     expect_gradients(dx, dweight, x, weight, dy, 1e-5, describe(x=x, num_programs=7))
+
+
+@checks("rmsnorm_backward")
+def backward_operands_in_their_own_layouts(ex):
+    """dy a slice of a fused tensor, x with padded rows, weight and rstd columns of wider tensors: refused with a
+    ValueError, or the gradients of contiguous copies"""
+    x, weight = random_rows((9, 40), torch.float32)
+    dy = torch.randn(9, 40, device=x.device)
+    rstd = rstd_oracle(x, 1e-6).float().to(x.device)
+    ldy, lx, lw, lr = distinct_layouts(dy, x, weight, rstd, order=("fused_slice", "padded", "fused_slice", "padded"))
+    expect_own_layouts(ldy, lx, lw, lr)
+    label = f"(9, 40): strides dy {ldy.stride()}, x {lx.stride()}, weight {lw.stride()}, rstd {lr.stride()}"
+    expect_refused_or_correct(
+        lambda: ex.rmsnorm_backward(ldy, lx, lw, lr, num_programs=3),
+        lambda result: expect_gradients(*result, x, weight, dy, 1e-6, label + " (accepted: must be right)"),
+        input=label,
+        hint="read each operand through its own strides; the kernel reads weight and rstd with unit stride: make "
+        "them contiguous (or refuse them with a ValueError)",
+    )
 
 
 @checks("rmsnorm_backward")

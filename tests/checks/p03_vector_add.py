@@ -8,9 +8,18 @@ allocate exactly sized outputs, where an out-of-bounds write would corrupt the p
 import torch
 
 from llm_algo.bench import bandwidth_row, copy_row
-from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
+from llm_algo.check import (
+    Checks,
+    describe,
+    expect,
+    expect_close,
+    expect_refused,
+    expect_refused_or_correct,
+    expect_tensor,
+)
 from llm_algo.device import triton_compiled, triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
+from llm_algo.references.layouts import distinct_layouts, expect_own_layouts
 
 checks = Checks("p03.vector_add", triton=True)
 checks.restrict(
@@ -95,6 +104,22 @@ def rejects_mismatched_inputs(ex):
     )
 
 
+@checks("vector_add")
+def vector_operands_in_their_own_layouts(ex):
+    """x a column of a (100, 3) tensor (stride 3), y every other element of a buffer (stride 2): refused (the
+    lesson's kernel reads x_ptr + offsets), or x + y"""
+    x, y = torch.randn(100, device=triton_device()), torch.randn(100, device=triton_device())
+    lx, ly = distinct_layouts(x, y)
+    expect_own_layouts(lx, ly)
+    label = f"x (100,) strides {lx.stride()}, y (100,) strides {ly.stride()}"
+    expect_refused_or_correct(
+        lambda: ex.vector_add(lx, ly),
+        lambda got: expect_close(got, x.double() + y.double(), input=label + " (accepted: must be right)"),
+        input=label,
+        hint="refuse non-contiguous inputs with a ValueError before launching, or read each through its own stride",
+    )
+
+
 # ----------------------------------------------------------------------------------------- matrix_add
 
 
@@ -145,6 +170,23 @@ def any_layout_and_odd_shapes(ex):
                     input=label,
                     hint="address x with x.stride(0), x.stride(1) (and y, out with theirs); never assume (N, 1)",
                 )
+
+
+@checks("matrix_add")
+def matrix_operands_in_their_own_layouts(ex):
+    """x and y each in a layout of its own (a slice of a fused tensor and padded rows; transposed storage and a window
+    of a bigger buffer), same values as contiguous copies"""
+    for order in (("fused_slice", "padded"), ("transposed", "outer_padded")):
+        x, y = torch.randn(37, 29, device=triton_device()), torch.randn(37, 29, device=triton_device())
+        lx, ly = distinct_layouts(x, y, order=order)
+        expect_own_layouts(lx, ly)
+        label = f"x (37, 29) {order[0]} strides {lx.stride()}, y {order[1]} strides {ly.stride()}"
+        expect_close(
+            ex.matrix_add(lx, ly),
+            x.double() + y.double(),
+            input=label,
+            hint="address x with x.stride(0), x.stride(1) and y with y's own strides",
+        )
 
 
 @checks("matrix_add", gate=True)

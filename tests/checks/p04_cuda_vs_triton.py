@@ -19,6 +19,7 @@ from llm_algo.check import Checks, describe, expect, expect_close, expect_refuse
 from llm_algo.check.restrictions import RMS_NORM
 from llm_algo.device import triton_compiled, triton_device
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
+from llm_algo.references.layouts import distinct_layouts, expect_own_layouts, with_layout
 
 checks = Checks("p04.cuda_vs_triton", triton=True)
 checks.restrict(
@@ -287,6 +288,26 @@ def triton_strided_and_empty_inputs(ex):
     x = torch.randn(0, 64, device=device)
     got = ex.rmsnorm_triton(x, torch.ones(64, device=device), 1e-6)
     expect_tensor(got, shape=(0, 64), dtype=torch.float32, input="x (0, 64): no rows", hint="return an empty (0, 64) y")
+
+
+@checks("rmsnorm_triton")
+def triton_operands_in_their_own_layouts(ex):
+    """x and weight each in a layout of its own (x a slice of a fused projection, weight every other element of a
+    buffer; x transposed, weight a column of a wider tensor), same values as contiguous copies"""
+    for order in (("fused_slice", "padded"), ("transposed", "fused_slice")):
+        x, weight = activations((9, 40), torch.float32, device=triton_device())
+        lx, lw = distinct_layouts(x, weight, order=order)
+        expect_own_layouts(lx, lw)
+        label = f"{describe(x=x, weight=weight)}, strides x {lx.stride()}, weight {lw.stride()}"
+        expect_rmsnorm(
+            ex.rmsnorm_triton(lx, lw, 1e-6),
+            x,
+            weight,
+            1e-6,
+            label=label,
+            hint="rows with unit column stride read through their row stride, others made contiguous; the weight "
+            "contiguous",
+        )
 
 
 @checks("rmsnorm_triton")
@@ -575,14 +596,25 @@ def cuda_fp32_math(ex):
 
 @checks("rmsnorm_cuda", requires_cuda=True)
 def cuda_refuses_bad_input(ex):
-    """float64, a non-contiguous x, a 1-D x, zero columns, a weight of another length or dtype, CPU tensors:
-    RuntimeError (TORCH_CHECK); zero rows give an empty result"""
+    """float64, a non-contiguous x (transposed, or a slice of a fused tensor), a strided weight, a 1-D x, zero
+    columns, a weight of another length or dtype, CPU tensors: RuntimeError (TORCH_CHECK); zero rows give an empty
+    result"""
     module = ex.load_rmsnorm_cuda()
     x = torch.randn(4, 8, device="cuda")
     w = torch.ones(8, device="cuda")
     cases = [
         ((x.double(), w.double()), "x (4, 8) float64", "TORCH_CHECK the dtype: float32, float16 or bfloat16"),
         ((torch.randn(8, 4, device="cuda").t(), w), "x (4, 8) transposed", "TORCH_CHECK(x.is_contiguous(), ...)"),
+        (
+            (with_layout(x, "fused_slice"), w),
+            f"x (4, 8) a slice of a fused (4, 24) tensor, strides {with_layout(x, 'fused_slice').stride()}",
+            "TORCH_CHECK(x.is_contiguous(), ...): rows 24 apart",
+        ),
+        (
+            (x, with_layout(w, "padded")),
+            "weight (8,) every other element of a buffer (stride 2)",
+            "TORCH_CHECK(weight.is_contiguous(), ...)",
+        ),
         ((x[0], w), "x (8,) 1-D", "TORCH_CHECK(x.dim() == 2, ...)"),
         ((x[:, :0], w[:0]), "x (4, 0)", "TORCH_CHECK at least one column"),
         ((x, w[:5]), "x (4, 8), weight (5,)", "TORCH_CHECK weight.size(0) == x.size(1)"),

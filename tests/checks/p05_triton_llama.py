@@ -21,6 +21,7 @@ from llm_algo.check import (
 )
 from llm_algo.check.restrictions import ATTENTION, CROSS_ENTROPY, RMS_NORM, SOFTMAX
 from llm_algo.device import triton_device, triton_dtypes
+from llm_algo.references.layouts import distinct_layouts, expect_own_layouts
 
 checks = Checks("p05.triton_llama", triton=True)
 FORBID = [*RMS_NORM, *SOFTMAX, *ATTENTION, F.silu, nn.SiLU, *CROSS_ENTROPY]
@@ -131,6 +132,34 @@ def block_output_equals_hf_layer(ex):
                 input=f"{label}, {describe(x=x.to(dtype))}",
                 hint=HINT_BLOCK,
             )
+
+
+@checks("TritonLlamaBlock")
+@one_thread()
+def weights_and_input_in_their_own_layouts(ex):
+    """a state_dict whose nine weights each have a layout of their own (slices of a fused QKV or gate/up projection,
+    padded rows, transposed storage) and x a slice of a wider tensor: the output equals Hugging Face's layer"""
+    label, overrides, _, _ = BLOCK_CASES[0]
+    batch, seq = 1, 9  # one short sequence: the layouts are the point, and the interpreter's attention is slow
+    config = config_for(**overrides)
+    layer = hf_layer(config)
+    torch.manual_seed(2)
+    x = torch.randn(batch, seq, config.hidden_size, dtype=torch.float64)
+    with reference_only(), torch.no_grad():
+        oracle, _ = run_hf_layer(layer, config, x, torch.float64)
+    dtype = sixteen_bit()[0]
+    with reference_only(), torch.no_grad():
+        baseline, _ = run_hf_layer(layer, config, x.to(dtype), dtype)
+    state = {k: v.detach().to(dtype) for k, v in layer.state_dict().items()}
+    keys = list(BLOCK_NAMES.values())
+    views = distinct_layouts(*(state[k] for k in keys), x.to(dtype).to(triton_device()))
+    expect_own_layouts(*views)
+    strided = {**state, **dict(zip(keys, views[:-1], strict=True))}
+    block = ex.TritonLlamaBlock(strided, config, dtype=dtype, device=triton_device())
+    label = f"{label}, {describe(x=views[-1])} with strides {views[-1].stride()}, every weight strided"
+    with torch.no_grad():
+        got = block(views[-1])
+    expect_close(got.cpu(), oracle, baseline=baseline, dtype=dtype, input=label, hint=HINT_BLOCK)
 
 
 @checks("TritonLlamaBlock")

@@ -126,4 +126,16 @@ MUTANTS = [
         [("(offs_m % M)[:, None] * stride_am", "offs_m[:, None] * stride_am")],
         mistake_zh="直接用 offs_m 索引 A 的行（没有 % M，也没有掩码）：最后一个行分块读越过 A 的末尾",
     ),
+    Mutant(
+        "split_k",
+        "b_uses_a_strides",
+        "passes a's strides for b, as if both operands had one layout",
+        [
+            (
+                "a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1)",
+                "a, b, c, M, N, K, a.stride(0), a.stride(1), a.stride(0), a.stride(1), c.stride(0), c.stride(1)",
+            )
+        ],
+        mistake_zh="把 a 的步长当作 b 的步长传入，好像两个操作数布局相同",
+    ),
 ]

@@ -132,4 +132,11 @@ MUTANTS = [
         [("row_max_kernel[(M,)](x, out, N, x.stride(0), x.stride(1), BLOCK_N=block_n)", "out = x.amax(dim=1)")],
         mistake_zh="用 torch.amax 计算最大值，根本没有运行内核",
     ),
+    Mutant(
+        "embedding",
+        "ids_assumed_contiguous",
+        "hands strided ids to the kernel, which reads ids_ptr + token (unit stride)",
+        [("ids = ids.contiguous()", "pass")],
+        mistake_zh="把带步长的 ids 直接交给按单位步长读取 ids_ptr + token 的 kernel",
+    ),
 ]

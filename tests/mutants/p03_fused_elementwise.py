@@ -171,4 +171,16 @@ MUTANTS = [
         [("x += tl.load(bias_ptr + cols, mask=mask, other=0.0)", "x += tl.load(bias_ptr + cols)")],
         mistake_zh="加载 bias 时没有列掩码，读越过了形状为 (N,) 的 bias 的末尾",
     ),
+    Mutant(
+        "swiglu_backward",
+        "up_read_with_gate_row_stride",
+        "reads up with gate's row stride, as if the two halves of the projection had one layout",
+        [
+            (
+                "d_gate.stride(0), d_up.stride(0), d_out.stride(0), gate.stride(0), up.stride(0),",
+                "d_gate.stride(0), d_up.stride(0), d_out.stride(0), gate.stride(0), gate.stride(0),",
+            )
+        ],
+        mistake_zh="用 gate 的行步长读取 up，好像投影的两半布局相同",
+    ),
 ]

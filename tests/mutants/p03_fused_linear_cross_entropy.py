@@ -80,6 +80,31 @@ MUTANTS = [
         mistake_zh="用 PyTorch 的 log-softmax 计算数据块的损失和梯度，而不是用内核",
     ),
     Mutant(
+        "linear_cross_entropy_fwd_bwd",
+        "dw_accumulated_in_weight_dtype",
+        "accumulates the weight gradient in the weight's dtype (fp16): every chunk's addition is rounded to 11 bits",
+        [
+            (
+                "grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)",
+                "grad_weight = torch.zeros(weight.shape, dtype=weight.dtype, device=weight.device)",
+            )
+        ],
+        mistake_zh="用权重的 dtype（fp16）累加权重梯度：每一块的加法都被舍入到 11 位",
+    ),
+    Mutant(
+        "linear_cross_entropy_fwd_bwd",
+        "targets_assumed_contiguous",
+        "passes a strided targets tensor to the kernel as it is: the kernel reads targets_ptr + row, other rows' "
+        "targets",
+        [
+            (
+                "hidden, targets = hidden.contiguous(), targets.contiguous()",
+                "hidden = hidden.contiguous()",
+            )
+        ],
+        mistake_zh="把带步长的 targets 直接交给 kernel：kernel 读取 targets_ptr + row，读到的是其他行的 target",
+    ),
+    Mutant(
         "fused_linear_cross_entropy",
         "ignores_grad_output",
         "returns the saved gradients without multiplying by grad_output",

@@ -166,4 +166,11 @@ MUTANTS = [
         ],
         mistake_zh="返回 F.layer_norm 的输出，而不是内核的输出",
     ),
+    Mutant(
+        "layer_norm_backward",
+        "mean_and_rstd_assumed_contiguous",
+        "hands a strided mean and rstd to the backward kernel, which reads them with unit stride",
+        [("mean, rstd = mean.contiguous(), rstd.contiguous()", "pass")],
+        mistake_zh="把带步长的 mean 和 rstd 直接交给按单位步长读取它们的反向 kernel",
+    ),
 ]

@@ -84,6 +84,13 @@ MUTANTS = [
     ),
     Mutant(
         "matmul",
+        "b_advanced_with_a_stride",
+        "advances B's pointers along K with A's K stride (a copy of the line above)",
+        [("b_ptrs += BLOCK_K * stride_bk", "b_ptrs += BLOCK_K * stride_ak")],
+        mistake_zh="沿 K 方向推进 B 的指针时用了 A 的 K 步长（照抄了上一行）",
+    ),
+    Mutant(
+        "matmul",
         "fp16_accumulator",
         "accumulates in the input dtype instead of float32",
         [

@@ -106,4 +106,23 @@ MUTANTS = [
         [("acc += tl.load(res_ptrs, mask=mask, other=0.0)", "acc += tl.load(res_ptrs)")],
         mistake_zh="加载残差分块时没有掩码（只有 store 有掩码），在两个方向上都读越过了残差的边缘",
     ),
+    Mutant(
+        "linear_act",
+        "bias_assumed_contiguous",
+        "hands a strided bias (a column of a bigger tensor) to the kernel, which reads it with unit stride",
+        [("bias = bias.contiguous() if bias is not None else None", "pass")],
+        mistake_zh="把带步长的 bias（更大张量的一列）直接交给按单位步长读取它的 kernel",
+    ),
+    Mutant(
+        "linear_act",
+        "residual_uses_out_strides",
+        "addresses the residual with the output's strides (the residual is assumed contiguous like out)",
+        [
+            (
+                "res.stride(0), res.stride(1), out.stride(0), out.stride(1),",
+                "out.stride(0), out.stride(1), out.stride(0), out.stride(1),",
+            )
+        ],
+        mistake_zh="用输出张量的步长寻址 residual（默认 residual 与 out 一样是连续的）",
+    ),
 ]

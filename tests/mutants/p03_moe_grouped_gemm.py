@@ -158,4 +158,16 @@ MUTANTS = [
         ],
         mistake_zh="对 up 投影而不是 gate 投影施加 SiLU",
     ),
+    Mutant(
+        "grouped_gemm",
+        "offsets_assumed_contiguous",
+        "hands strided group offsets to the kernel, which reads them at group_offsets_ptr + expert (unit stride)",
+        [
+            (
+                "offsets = group_offsets.to(device=x.device, dtype=torch.int64).contiguous()",
+                "offsets = group_offsets.to(device=x.device, dtype=torch.int64)",
+            )
+        ],
+        mistake_zh="把带步长的组偏移直接交给 kernel，而 kernel 按单位步长在 group_offsets_ptr + expert 处读取",
+    ),
 ]

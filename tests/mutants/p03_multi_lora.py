@@ -135,4 +135,23 @@ MUTANTS = [
         ],
         mistake_zh="不检查 A 与 B 的形状是否匹配",
     ),
+    Mutant(
+        "lora_shrink",
+        "index_tensors_assumed_contiguous",
+        "hands strided scales and segment tensors to the kernel, which reads them with unit stride",
+        [
+            (
+                "scales, order, seg_offsets, seg_adapter = (t.contiguous() for t in (scales, order, seg_offsets, seg_adapter))",
+                "pass",
+            )
+        ],
+        mistake_zh="把带步长的 scales 和段张量直接交给按单位步长读取它们的 kernel",
+    ),
+    Mutant(
+        "lora_expand",
+        "segments_assumed_contiguous",
+        "hands strided segment tensors to the expand kernel, which reads them with unit stride",
+        [("order, seg_offsets, seg_adapter = (t.contiguous() for t in (order, seg_offsets, seg_adapter))", "pass")],
+        mistake_zh="把带步长的段张量直接交给按单位步长读取它们的 expand kernel",
+    ),
 ]

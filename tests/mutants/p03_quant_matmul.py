@@ -253,4 +253,23 @@ MUTANTS = [
         ],
         mistake_zh="忽略 out_dtype，总是返回 float32",
     ),
+    Mutant(
+        "int8_matmul",
+        "scales_assumed_contiguous",
+        "passes the scales' strides as if the (N, K // G) scales were contiguous (row stride K // G, column stride 1)",
+        [
+            (
+                "scales.stride(0), scales.stride(1), y.stride(0), y.stride(1),",
+                "scales.shape[1], 1, y.stride(0), y.stride(1),",
+            )
+        ],
+        mistake_zh="按连续内存传递 scales 的步长（行步长 K // G，列步长 1），不管它的实际布局",
+    ),
+    Mutant(
+        "fp8_matmul",
+        "scales_assumed_contiguous",
+        "passes 1 as the row stride of both (M, 1) and (N, 1) scales, as if each were a contiguous column",
+        [("scale_a.stride(0), scale_b.stride(0),", "1, 1,")],
+        mistake_zh="把 (M, 1) 和 (N, 1) 两个 scale 的行步长都当作 1，好像它们都是连续的一列",
+    ),
 ]

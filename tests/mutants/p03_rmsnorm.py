@@ -154,4 +154,11 @@ MUTANTS = [
         [("return y, rstd", "return F.rms_norm(x.float(), (n_cols,), weight.float(), eps).to(x.dtype), rstd")],
         mistake_zh="返回 F.rms_norm 的输出，而不是内核的输出",
     ),
+    Mutant(
+        "rmsnorm_backward",
+        "weight_and_rstd_assumed_contiguous",
+        "hands a strided weight and rstd to the backward kernel, which reads them with unit stride",
+        [("weight, rstd = weight.contiguous(), rstd.contiguous()", "pass")],
+        mistake_zh="把带步长的 weight 和 rstd 直接交给按单位步长读取它们的反向 kernel",
+    ),
 ]

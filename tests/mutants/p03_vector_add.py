@@ -100,4 +100,16 @@ MUTANTS = [
         [("add_kernel[grid](x, y, out, n, BLOCK_SIZE=block_size)", "torch.add(x, y, out=out)")],
         mistake_zh="用 torch.add 计算结果，根本没有运行内核",
     ),
+    Mutant(
+        "matrix_add",
+        "y_uses_x_strides",
+        "addresses y with x's strides, as if both operands had one layout",
+        [
+            (
+                "x.stride(0), x.stride(1), y.stride(0), y.stride(1), out.stride(0), out.stride(1),",
+                "x.stride(0), x.stride(1), x.stride(0), x.stride(1), out.stride(0), out.stride(1),",
+            )
+        ],
+        mistake_zh="用 x 的步长寻址 y，好像两个操作数的布局相同",
+    ),
 ]
