@@ -59,12 +59,13 @@ def fused_slice(t: torch.Tensor, parts: int = 3, index: int = 1) -> torch.Tensor
 
 def padded(t: torch.Tensor, pad: int = 5) -> torch.Tensor:
     """`t` with `pad` spare elements after every row (last dimension): row stride = last size + pad. A 1-D tensor
-    has no rows: it becomes every other element of a buffer twice its length plus `pad` (stride 2)."""
+    has no rows: it becomes every `max(2, pad - 3)`-th element of a larger buffer."""
     if t.dim() == 0:
         return t.clone()
-    if t.dim() == 1:
-        full = _filled((2 * t.shape[0] + pad,), t)
-        view = full[pad : pad + 2 * t.shape[0] : 2]
+    if t.dim() == 1:  # stride max(2, pad - 3): a larger pad gives another stride, so several 1-D operands differ
+        step = max(2, pad - 3)
+        full = _filled((step * t.shape[0] + pad,), t)
+        view = full[pad : pad + step * t.shape[0] : step]
         view.copy_(t)
         return view
     full = _filled((*t.shape[:-1], t.shape[-1] + pad), t)

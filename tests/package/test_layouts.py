@@ -64,3 +64,10 @@ def test_refuses_non_tensors_and_unknown_layouts():
         distinct_layouts(torch.randn(3), [1, 2, 3])
     with pytest.raises(ValueError, match="unknown layout"):
         with_layout(torch.randn(3), "diagonal")
+
+
+def test_several_vectors_get_strides_of_their_own():
+    vectors = [torch.randn(9) for _ in range(5)]
+    views = distinct_layouts(*vectors)
+    expect_own_layouts(*views)
+    assert all(torch.equal(a, b) for a, b in zip(views, vectors, strict=True))
