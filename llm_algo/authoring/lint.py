@@ -15,12 +15,147 @@ from ..check.api import load_checks
 from ..mutation.mutants import load_mutants
 from ..notebook import TAGS, Cell, Lesson, NotebookError, read_lesson
 from ..paths import NOTEBOOK_PATTERN, display_path, is_lesson_path, lesson_notebooks, part_dirs, repo_root
-from .builder import STOP_MARKER
+from .builder import MISTAKES_CELL, MISTAKES_ZH, STOP_MARKER, mistakes_markdown, mistakes_zh_line
 
 SUMMARY_HEADING = "本节要点"  # the 简体中文 summary every lesson carries after its title (CONTRACT.md, section 3)
 
 ID_PATTERN = re.compile(r"^p(\d\d)\.[a-z0-9_]+$")
 MIN_CHECKS, MIN_MUTANTS = 3, 2
+
+# A sentence that says the checks catch a mistake (CONTRACT.md, section 5) belongs only in the block generated from
+# the mutants (`lesson.mistakes()` and the {易错点} line of 本节要点), where `pytest --mutants` proves each one.
+CATCH_CLAIM = re.compile(
+    r"\b(?:checks?|tests?|gradcheck)(?:\s+(?:will|would|also|then|here|below|all|do|does|can|must))?\s+"
+    r"(?:catch|catches|caught|reject|rejects|rejected|detect|detects|flag|flags)\b"
+    r"|\b(?:caught|rejected|detected|flagged)\s+by\s+(?:the\s+|a\s+|its\s+)?(?:checks?|tests?)\b"
+    r"|能捕获|能检查出|会被检查|检查(?:会|能|可以|都会)?(?:捕获|发现|拒绝|抓到)",
+    re.IGNORECASE,
+)
+# Lessons whose hand-written mistakes lists are not yet generated from their mutants (issue 27, guard 6): the lint
+# skips the rules above for them. Remove a lesson from here when its source calls `lesson.mistakes()`; a package test
+# (tests/package/test_mistakes.py) fails while a listed lesson already has the block.
+MISTAKES_PENDING: frozenset[str] = frozenset(
+    {
+        "p00.activations",
+        "p00.attention_intro",
+        "p00.autograd",
+        "p00.debugging",
+        "p00.grad_hygiene",
+        "p00.memory",
+        "p00.module_basics",
+        "p00.normalization",
+        "p00.numpy_einsum",
+        "p00.optim_and_loss",
+        "p00.profiling",
+        "p00.python_for_llm",
+        "p00.tensor_basics",
+        "p00.tensor_layout",
+        "p00.training_loop",
+        "p01.collectives_cost",
+        "p01.compilers",
+        "p01.cost_model",
+        "p01.execution_model",
+        "p01.fault_tolerance",
+        "p01.flash_attention_io",
+        "p01.information_theory",
+        "p01.kv_cache_math",
+        "p01.matrix_calculus",
+        "p01.moe_math",
+        "p01.number_formats",
+        "p01.optimization_geometry",
+        "p01.parallelism_planner",
+        "p01.params_and_flops",
+        "p01.quantization_theory",
+        "p01.roofline",
+        "p01.sparse_formats",
+        "p01.training_memory",
+        "p02.activation_checkpointing",
+        "p02.adamw",
+        "p02.architecture_tricks",
+        "p02.attention_mha_gqa",
+        "p02.bpe_tokenizer",
+        "p02.collectives",
+        "p02.continuous_batching",
+        "p02.cross_entropy",
+        "p02.data_loading",
+        "p02.ddp",
+        "p02.distillation",
+        "p02.dpo",
+        "p02.expert_parallel",
+        "p02.flash_attention_sim",
+        "p02.fsdp",
+        "p02.gptq",
+        "p02.grad_accum_clip",
+        "p02.grpo",
+        "p02.hyper_connections",
+        "p02.kv_cache",
+        "p02.llama_block",
+        "p02.lora",
+        "p02.lr_schedules",
+        "p02.mixed_precision",
+        "p02.mla",
+        "p02.moe_balance",
+        "p02.moe_router",
+        "p02.mtp",
+        "p02.paged_attention",
+        "p02.pipeline_parallel",
+        "p02.ppo",
+        "p02.prefix_cache",
+        "p02.pruning",
+        "p02.qlora_nf4",
+        "p02.quant_w8a16",
+        "p02.reward_model",
+        "p02.rmsnorm",
+        "p02.rope",
+        "p02.sampling",
+        "p02.sft",
+        "p02.smoothquant",
+        "p02.speculative_decoding",
+        "p02.swiglu",
+        "p02.tensor_parallel",
+        "p02.tiny_llama",
+        "p02.zero",
+        "p03.autotune",
+        "p03.cross_entropy",
+        "p03.debugging",
+        "p03.decode_attention",
+        "p03.flash_attention_bwd",
+        "p03.flash_attention_fwd",
+        "p03.fused_elementwise",
+        "p03.fused_linear_cross_entropy",
+        "p03.layernorm",
+        "p03.matmul",
+        "p03.matmul_epilogue",
+        "p03.moe_grouped_gemm",
+        "p03.multi_lora",
+        "p03.paged_attention",
+        "p03.quant_matmul",
+        "p03.rmsnorm",
+        "p03.rope",
+        "p03.softmax",
+        "p03.varlen_attention",
+        "p03.vector_add",
+        "p04.async_copy",
+        "p04.cuda_graphs",
+        "p04.cuda_intro",
+        "p04.cuda_vs_triton",
+        "p04.memory_pool",
+        "p04.offload",
+        "p04.overlap",
+        "p04.reduction",
+        "p04.ring_allreduce",
+        "p04.shared_memory",
+        "p04.streams",
+        "p04.tensor_cores",
+        "p04.warp_primitives",
+        "p05.distributed_training",
+        "p05.inference_engine",
+        "p05.lora_dpo_pipeline",
+        "p05.speculative_engine",
+        "p05.tiny_llm_from_scratch",
+        "p05.triton_llama",
+    }
+)
 
 
 def public_signatures(source: str) -> dict[str, str]:
@@ -116,6 +251,7 @@ class Linter:
         self.lint_metadata(lesson)
         self.lint_cells(lesson)
         self.lint_checks(lesson)
+        self.lint_mistakes(lesson)
         return lesson
 
     def lint_metadata(self, lesson: Lesson) -> None:
@@ -255,6 +391,50 @@ class Linter:
             if count < MIN_MUTANTS:
                 self.error(
                     lesson.name, f"exercise {exercise!r} has {count} mutants; at least {MIN_MUTANTS} are required"
+                )
+
+    def lint_mistakes(self, lesson: Lesson) -> None:
+        """The "usual mistakes" come from the mutants: the generated block is what the mutants file gives today,
+        every mutant has its 中文 `mistake_zh`, and no other markdown says that the checks catch something."""
+        blocks = [
+            c for c in lesson.cells if c.raw.get("metadata", {}).get("llm_algo", {}).get("generated") == MISTAKES_CELL
+        ]
+        zh_line = None
+        if blocks:
+            try:
+                mutants = load_mutants(lesson.id)
+                rel = lesson.path.resolve().relative_to(repo_root()).as_posix()
+                expected, zh_line = mistakes_markdown(lesson.id, rel, mutants), mistakes_zh_line(lesson.id, mutants)
+            except Exception as exc:  # mutants without mistake_zh, or none at all
+                self.error(lesson.name, f"its usual mistakes cannot be generated from its mutants: {exc}")
+                return
+            for block in blocks[1:]:
+                self.error(f"{lesson.name}, {block.label()}", "a second generated usual-mistakes block")
+            if blocks[0].source != expected:
+                self.error(
+                    f"{lesson.name}, {blocks[0].label()}",
+                    "the usual-mistakes block is not what the mutants file gives now (a mutant was added, renamed or "
+                    f"reworded): run `python -m llm_algo build {lesson.id}`",
+                )
+            if not any(zh_line in c.source for c in lesson.cells[:2] if c.cell_type == "markdown"):
+                self.error(
+                    lesson.name,
+                    f"{SUMMARY_HEADING} lacks the 易错点 line generated from the mutants (a {MISTAKES_ZH} line in the "
+                    f"source), or it is stale: run `python -m llm_algo build {lesson.id}`",
+                )
+        if lesson.id in MISTAKES_PENDING:
+            return
+        for cell in lesson.cells:
+            if cell.cell_type != "markdown" or cell in blocks:
+                continue
+            text = cell.source.replace(zh_line, "") if zh_line else cell.source
+            for match in CATCH_CLAIM.finditer(text):
+                start = max(text.rfind("\n", 0, match.start()) + 1, match.start() - 40)
+                self.error(
+                    f"{lesson.name}, {cell.label()}",
+                    f"says the checks catch something ({text[start : match.end() + 40].strip()!r}...) outside the "
+                    "usual-mistakes block generated from the mutants: make the mistake a mutant (it then shows in "
+                    "lesson.mistakes()) or say it without claiming the checks catch it",
                 )
 
 
