@@ -36,10 +36,6 @@ CATCH_CLAIM = re.compile(
 # (tests/package/test_mistakes.py) fails while a listed lesson already has the block.
 MISTAKES_PENDING: frozenset[str] = frozenset(
     {
-        "p00.activations",
-        "p00.attention_intro",
-        "p00.autograd",
-        "p00.debugging",
         "p00.grad_hygiene",
         "p00.memory",
         "p00.module_basics",
