@@ -36,11 +36,6 @@ CATCH_CLAIM = re.compile(
 # (tests/package/test_mistakes.py) fails while a listed lesson already has the block.
 MISTAKES_PENDING: frozenset[str] = frozenset(
     {
-        "p00.grad_hygiene",
-        "p00.memory",
-        "p00.module_basics",
-        "p00.normalization",
-        "p00.numpy_einsum",
         "p00.optim_and_loss",
         "p00.profiling",
         "p00.python_for_llm",
