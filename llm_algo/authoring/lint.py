@@ -36,12 +36,6 @@ CATCH_CLAIM = re.compile(
 # (tests/package/test_mistakes.py) fails while a listed lesson already has the block.
 MISTAKES_PENDING: frozenset[str] = frozenset(
     {
-        "p00.optim_and_loss",
-        "p00.profiling",
-        "p00.python_for_llm",
-        "p00.tensor_basics",
-        "p00.tensor_layout",
-        "p00.training_loop",
         "p01.collectives_cost",
         "p01.compilers",
         "p01.cost_model",
