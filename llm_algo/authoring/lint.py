@@ -36,14 +36,8 @@ CATCH_CLAIM = re.compile(
 # (tests/package/test_mistakes.py) fails while a listed lesson already has the block.
 MISTAKES_PENDING: frozenset[str] = frozenset(
     {
-        "p01.collectives_cost",
-        "p01.compilers",
-        "p01.cost_model",
-        "p01.execution_model",
         "p01.fault_tolerance",
         "p01.flash_attention_io",
-        "p01.information_theory",
-        "p01.kv_cache_math",
         "p01.matrix_calculus",
         "p01.moe_math",
         "p01.number_formats",
