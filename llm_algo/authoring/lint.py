@@ -38,12 +38,6 @@ MISTAKES_PENDING: frozenset[str] = frozenset(
     {
         "p01.fault_tolerance",
         "p01.flash_attention_io",
-        "p01.matrix_calculus",
-        "p01.moe_math",
-        "p01.number_formats",
-        "p01.optimization_geometry",
-        "p01.parallelism_planner",
-        "p01.params_and_flops",
         "p01.quantization_theory",
         "p01.roofline",
         "p01.sparse_formats",
