@@ -36,12 +36,6 @@ CATCH_CLAIM = re.compile(
 # (tests/package/test_mistakes.py) fails while a listed lesson already has the block.
 MISTAKES_PENDING: frozenset[str] = frozenset(
     {
-        "p01.fault_tolerance",
-        "p01.flash_attention_io",
-        "p01.quantization_theory",
-        "p01.roofline",
-        "p01.sparse_formats",
-        "p01.training_memory",
         "p02.activation_checkpointing",
         "p02.adamw",
         "p02.architecture_tricks",
