@@ -322,7 +322,7 @@ def build() -> LessonBuilder:
         use with PyTorch's keys, so `load_state_dict` accepts a `torch.optim.AdamW` checkpoint and continues it exactly
         (a check does that). `@torch.no_grad()` on `step` keeps the update out of autograd's graph.
 
-        **Why the usual mistakes go wrong**:
+        **The usual mistakes, and why they are wrong**:
         - *No bias correction*: the first step is $(1-\beta_1)/\sqrt{1-\beta_2}$ times too small or large.
         - *`eps` inside the square root*, or added before the bias correction of $v$: visible only on small gradients.
         - *Adam + L2* (decay added to the gradient), *decay without the learning rate* ($\theta(1-\lambda)$), and

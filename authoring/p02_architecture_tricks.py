@@ -574,7 +574,7 @@ def build() -> LessonBuilder:
         **`soft_cap` and `softcap_attention`.** Upcast, divide, tanh, multiply, cast back; in attention the cap sits
         between the scale and the mask.
 
-        **Why the usual mistakes go wrong**:
+        **The usual mistakes, and why they are wrong**:
         - *QK-norm over the whole projection* (OLMo-2's variant) where a per-head checkpoint (Qwen3) is loaded.
         - *`view(B, -1, T, D)` instead of `view(B, T, -1, D)` then transpose*: the right shape with the heads
           scrambled across time steps.

@@ -499,7 +499,7 @@ def build() -> LessonBuilder:
         that). The returned tensors are basic slices, so they are views: no copy, and the same storage at every
         step.
 
-        **Why the usual mistakes go wrong**:
+        **The usual mistakes, and why they are wrong**:
         - *Tiling the KV heads* (`x.repeat(1, g, 1, 1)`, or the group axis in front of the head axis): query head $h$
           uses KV head $h \bmod H_{kv}$. Right shape, wrong pairing; MHA ($g = 1$) and MQA ($H_{kv} = 1$) still pass,
           only real GQA exposes it.

@@ -879,7 +879,7 @@ def build() -> LessonBuilder:
         generator: nothing runs until the caller asks for the first id, and each piece of input is read only when
         the ids before it have been consumed.
 
-        **Why the usual mistakes go wrong**: `\w+` for letters (digits
+        **The usual mistakes, and why they are wrong**: `\w+` for letters (digits
         and `_` glued into words); no `\s+(?!\S)` (a run of spaces swallows the space of the next word); a merge that
         overlaps; the largest pair on ties; counting distinct chunks without their frequency; training through the
         special tokens; no pre-tokenization (merges across word boundaries); specials not split out when encoding,
