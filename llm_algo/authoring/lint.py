@@ -82,12 +82,6 @@ MISTAKES_PENDING: frozenset[str] = frozenset(
         "p04.streams",
         "p04.tensor_cores",
         "p04.warp_primitives",
-        "p05.distributed_training",
-        "p05.inference_engine",
-        "p05.lora_dpo_pipeline",
-        "p05.speculative_engine",
-        "p05.tiny_llm_from_scratch",
-        "p05.triton_llama",
     }
 )
 

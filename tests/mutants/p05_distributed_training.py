@@ -13,6 +13,7 @@ MUTANTS = [
                 "dp_groups = [list(range(t * dp, (t + 1) * dp)) for t in range(tp)]",
             )
         ],
+        mistake_zh="DP 组也由相邻的 rank 组成，重复了 TP 组的模式",
     ),
     Mutant(
         "grid_groups",
@@ -28,36 +29,42 @@ MUTANTS = [
                 "dp_groups = [list(range(t * dp, (t + 1) * dp)) for t in range(tp)]",
             ),
         ],
+        mistake_zh="TP 组跨步（跨节点）而 DP 组相邻：网格被转置了",
     ),
     Mutant(
         "grid_groups",
         "no_divisibility_check",
         "does not refuse a tp that does not divide the world",
         [("    if world_size % tp:\n", "    if False:\n")],
+        mistake_zh="不拒绝不能整除进程总数的 tp",
     ),
     Mutant(
         "TinyLlama2D",
         "no_final_norm",
         "forgets the final RMSNorm before the head",
         [("return self.head(self.norm(x))", "return self.head(x)")],
+        mistake_zh="忘了输出头之前的最后一个 RMSNorm",
     ),
     Mutant(
         "TinyLlama2D",
         "mlp_without_residual",
         "replaces the residual stream with the MLP's output",
         [('x = x + layer["mlp"](layer["norm2"](x))', 'x = layer["mlp"](layer["norm2"](x))')],
+        mistake_zh="用 MLP 的输出替换了残差流",
     ),
     Mutant(
         "TinyLlama2D",
         "split_over_the_world",
         "builds the MLP on the default group (the whole world) instead of the TP group",
         [('weight(p + "mlp.down_proj.weight"), group=tp_group,', 'weight(p + "mlp.down_proj.weight"), group=None,')],
+        mistake_zh="在默认组（整个 world）而不是 TP 组上构建 MLP",
     ),
     Mutant(
         "TinyLlama2D",
         "fresh_head",
         "leaves the output head at its random initialisation instead of copying lm_head.weight",
         [("self.head.weight.copy_(head)", "self.head.weight.mul_(1.0)")],
+        mistake_zh="输出头保持随机初始化，而不是复制 lm_head.weight",
     ),
     Mutant(
         "train_2d",
@@ -69,29 +76,34 @@ MUTANTS = [
                 "model = DDP(TinyLlama2D(state_dict, config, tp_group), group=None)",
             )
         ],
+        mistake_zh="在整个 world 上平均梯度：不同的 TP 分片被混在一起",
     ),
     Mutant(
         "train_2d",
         "whole_batch_everywhere",
         "every replica trains on the whole batch: right curve, d times the work",
         [("local = batch[rows[0] : rows[1]]", "local = batch")],
+        mistake_zh="每个副本都在整个批上训练：曲线对，工作量却是 d 倍",
     ),
     Mutant(
         "train_2d",
         "local_loss",
         "records this replica's loss instead of the mean over the DP group",
         [("losses.append(total.item() / dp_size)", "losses.append(loss.item())")],
+        mistake_zh="记录本副本的损失，而不是 DP 组上的平均",
     ),
     Mutant(
         "train_2d",
         "replica_index_from_tp_rank",
         "takes the replica index from the TP rank (rank % tp): the two ranks of a TP group read different rows",
         [("dp_size, dp_index = len(dp_groups[0]), rank // tp", "dp_size, dp_index = len(dp_groups[0]), rank % tp")],
+        mistake_zh="副本编号取自 TP rank（rank % tp）：同一 TP 组的两个 rank 读到不同的行",
     ),
     Mutant(
         "train_2d",
         "no_zero_grad",
         "never zeroes the gradients: each step adds the previous steps' gradients",
         [("optimizer.zero_grad(set_to_none=True)", "pass")],
+        mistake_zh="从不清零梯度：每一步都加上了之前各步的梯度",
     ),
 ]

@@ -13,6 +13,7 @@ MUTANTS = [
                 "position_ids = (int(lengths.max()) + torch.arange(T))[None, :].expand(B, T)",
             )
         ],
+        mistake_zh="每一行都用批内最长序列的位置，而不是各自已缓存的长度",
     ),
     Mutant(
         "paged_forward",
@@ -24,6 +25,7 @@ MUTANTS = [
                 "mask = torch.ones(B, S, dtype=torch.bool)",
             )
         ],
+        mistake_zh="传入全 True 的掩码：较短的行关注到了自己的 padding",
     ),
     Mutant(
         "paged_forward",
@@ -43,12 +45,14 @@ MUTANTS = [
                 "mask = torch.arange(S)[None, :] < (lengths + T)[:, None]",
             ),
         ],
+        mistake_zh="较短的行在右侧填充：T > 1 时右下对齐的因果掩码让一行看到了自己的未来",
     ),
     Mutant(
         "paged_forward",
         "no_block_count",
         "runs the forward without counting the blocks first: a short pool fails half-way, after some rows were written",
         [("if need > store.allocator.num_free():", "if False:")],
+        mistake_zh="前向之前不先数块：池不够时做到一半才失败，部分行已经写入",
     ),
     Mutant(
         "paged_forward",
@@ -61,18 +65,21 @@ MUTANTS = [
                 "v[b].reshape(-1, v.shape[1], v.shape[3]))",
             )
         ],
+        mistake_zh="把 k[b] 和 v[b] 以 (H_kv, T, D) 直接 reshape 追加，而不是转置成 (T, H_kv, D)",
     ),
     Mutant(
         "InferenceEngine",
         "blocks_not_freed",
         "retires finished requests without freeing their blocks (a leak)",
         [("self._release(request)\n            self.running.remove(request)", "self.running.remove(request)")],
+        mistake_zh="完成的请求退出时不释放它的块（泄漏）",
     ),
     Mutant(
         "InferenceEngine",
         "never_preempts",
         "decodes without making room first: never preempts when the pool is short",
         [("while self.running and decode_need(self.running) > self.free_blocks():", "while False:")],
+        mistake_zh="解码前不腾出空间：池不够时也从不抢占",
     ),
     Mutant(
         "InferenceEngine",
@@ -84,24 +91,28 @@ MUTANTS = [
                 "logits = self._forward([request.request_id], torch.tensor([request.prompt]))",
             )
         ],
+        mistake_zh="被抢占的请求只从提示重新预填充，忘了它已经生成的 token",
     ),
     Mutant(
         "InferenceEngine",
         "one_seed_for_all",
         "seeds every request's generator with the same number instead of the request's own seed",
         [("torch.Generator().manual_seed(request.seed)", "torch.Generator().manual_seed(0)")],
+        mistake_zh="每个请求的 generator 都用同一个种子，而不是请求自己的种子",
     ),
     Mutant(
         "InferenceEngine",
         "no_seat_limit",
         "admits requests without checking max_num_seqs",
         [("and len(self.running) < self.max_num_seqs", "")],
+        mistake_zh="接纳请求时不检查 max_num_seqs",
     ),
     Mutant(
         "InferenceEngine",
         "ignores_arrivals",
         "adds every request at the start instead of at its arrival step",
         [("while pending and pending[0].arrival <= clock:", "while pending:")],
+        mistake_zh="所有请求一开始就加入，而不是在到达的那一步加入",
     ),
     Mutant(
         "InferenceEngine",
@@ -117,5 +128,6 @@ MUTANTS = [
                 "                self._sample(request, logits[0, -1])",
             )
         ],
+        mistake_zh="运行中的请求每个单独做一次前向，而不是一次批量前向",
     ),
 ]

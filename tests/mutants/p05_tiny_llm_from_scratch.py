@@ -13,12 +13,14 @@ MUTANTS = [
                 "BPETokenizer(train_bpe(text, num_merges))",
             )
         ],
+        mistake_zh="在全部文本（包括验证文档）上学习合并规则",
     ),
     Mutant(
         "prepare_corpus",
         "no_end_of_text",
         "concatenates the documents without the END_OF_TEXT id between them",
         [("ids.append(end_id)  # the model learns where a story ends", "pass")],
+        mistake_zh="拼接文档时中间没有 END_OF_TEXT id",
     ),
     Mutant(
         "prepare_corpus",
@@ -30,18 +32,21 @@ MUTANTS = [
                 "documents[val_documents:], documents[:val_documents]",
             )
         ],
+        mistake_zh="留出的是最前面的文档，而不是最后面的",
     ),
     Mutant(
         "prepare_corpus",
         "int64_streams",
         "stores the streams as int64 (4 times the memory of uint16)",
         [("torch.tensor(ids, dtype=torch.uint16)", "torch.tensor(ids, dtype=torch.int64)")],
+        mistake_zh="数据流存成 int64（显存是 uint16 的 4 倍）",
     ),
     Mutant(
         "train_step",
         "no_zero_grad",
         "never clears the gradients: every step uses the sum of all past gradients",
         [("optimizer.zero_grad(set_to_none=True)", "pass")],
+        mistake_zh="从不清零梯度：每一步用的是过去所有梯度之和",
     ),
     Mutant(
         "train_step",
@@ -54,6 +59,7 @@ MUTANTS = [
                 "scheduler.step()\n    optimizer.step()",
             )
         ],
+        mistake_zh="在优化器之前调用调度器的 step：调度整体错开一步",
     ),
     Mutant(
         "train_step",
@@ -66,12 +72,14 @@ MUTANTS = [
                 "optimizer.step()\n    grad_norm = clip_grad_norm(model.parameters(), max_grad_norm)",
             )
         ],
+        mistake_zh="优化器用完梯度之后才裁剪",
     ),
     Mutant(
         "train_step",
         "norm_after_clipping",
         "reports the gradient norm after clipping, which hides a divergence",
         [("return loss.item(), float(grad_norm)", "return loss.item(), min(float(grad_norm), max_grad_norm)")],
+        mistake_zh="报告裁剪之后的梯度范数，掩盖了发散",
     ),
     Mutant(
         "train_step",
@@ -83,6 +91,7 @@ MUTANTS = [
                 "grad_norm = torch.stack([p.grad.norm() for p in model.parameters() if p.grad is not None]).norm()",
             )
         ],
+        mistake_zh="忘了裁剪，报告的是手算的范数",
     ),
     Mutant(
         "evaluate",
@@ -95,18 +104,21 @@ MUTANTS = [
             ),
             ("return total / (k * T)", "return total"),
         ],
+        mistake_zh="对每批的平均再取平均，较小的最后一批权重过大",
     ),
     Mutant(
         "evaluate",
         "targets_not_shifted",
         "uses the inputs as their own targets",
         [("tokens[1 : k * T + 1].to(device=device", "tokens[: k * T].to(device=device")],
+        mistake_zh="把输入当作自己的目标",
     ),
     Mutant(
         "evaluate",
         "left_in_eval_mode",
         "switches to eval mode and never restores the caller's mode",
         [("model.train(was_training)", "pass")],
+        mistake_zh="切到 eval 模式后从不恢复调用者的模式",
     ),
     Mutant(
         "evaluate",
@@ -116,6 +128,7 @@ MUTANTS = [
             ("for start in range(0, k, batch_size):", "for start in range(0, k - batch_size + 1, batch_size):"),
             ("return total / (k * T)", "return total / (k // batch_size * batch_size * T)"),
         ],
+        mistake_zh="跳过最后那个不完整的窗口批",
     ),
     Mutant(
         "TrainingRun",
@@ -128,12 +141,14 @@ MUTANTS = [
                 "        self.generator = torch.Generator().manual_seed(config.seed + 1)",
             )
         ],
+        mistake_zh="在 train() 里创建采样器的 generator：每次恢复都重放最前面的批",
     ),
     Mutant(
         "TrainingRun",
         "step_not_restored",
         "loads the checkpoint but starts the resumed run at step 0",
         [("run.step = load_checkpoint(", "load_checkpoint(")],
+        mistake_zh="加载了检查点，恢复的运行却从第 0 步开始",
     ),
     Mutant(
         "TrainingRun",
@@ -150,6 +165,7 @@ MUTANTS = [
                 "generator=self.generator, step=self.step)\n            self.step += 1\n",
             ),
         ],
+        mistake_zh="在计入刚完成的那一步之前就写检查点",
     ),
     Mutant(
         "TrainingRun",
@@ -161,24 +177,28 @@ MUTANTS = [
                 "AdamW(self.model.parameters(), weight_decay=config.weight_decay, lr=config.peak_lr,",
             )
         ],
+        mistake_zh="对每个参数都做权重衰减，包括归一化层的增益",
     ),
     Mutant(
         "TrainingRun",
         "schedule_ends_early",
         "passes the decay's length where the schedule wants its absolute end step",
         [("decay_end=config.steps)", "decay_end=config.steps - config.warmup_steps)")],
+        mistake_zh="调度需要绝对的结束步数，却传入了衰减的长度",
     ),
     Mutant(
         "TrainingRun",
         "unseeded",
         "builds the model without seeding: every run starts from other weights",
         [("torch.manual_seed(config.seed)", "pass  # no seed")],
+        mistake_zh="构建模型时不设种子：每次运行的初始权重都不同",
     ),
     Mutant(
         "distinct_ngram_ratio",
         "tensor_ngrams",
         "builds n-grams from 0-d tensors, which hash by identity",
         [("ids = [int(token) for token in sequence]", "ids = list(sequence)")],
+        mistake_zh="用 0 维张量构成 n-gram，它们按对象身份哈希",
     ),
     Mutant(
         "distinct_ngram_ratio",
@@ -190,35 +210,41 @@ MUTANTS = [
                 "ngrams = []\n    for sequence in [[int(t) for s in sequences for t in s]]:\n        ids = sequence",
             )
         ],
+        mistake_zh="把各序列拼接起来，统计了跨越边界的 n-gram",
     ),
     Mutant(
         "distinct_ngram_ratio",
         "last_ngram_dropped",
         "stops one n-gram early in every sequence",
         [("for i in range(len(ids) - n + 1))", "for i in range(len(ids) - n))")],
+        mistake_zh="每个序列都少数了最后一个 n-gram",
     ),
     Mutant(
         "generate",
         "no_temperature",
         "forgets the temperature processor",
         [("[Temperature(temperature)] + ([TopK(top_k)] if top_k else [])", "([TopK(top_k)] if top_k else [])")],
+        mistake_zh="忘了温度处理器",
     ),
     Mutant(
         "generate",
         "steps_without_cache",
         "feeds each new token without the caches: the model sees one token",
         [("logits = model(next_token[:, None], caches=caches)[:, -1]", "logits = model(next_token[:, None])[:, -1]")],
+        mistake_zh="输入每个新 token 时不带缓存：模型只看到一个 token",
     ),
     Mutant(
         "generate",
         "global_rng",
         "does not pass the generator: a seed no longer reproduces a sample",
         [("processors, generator=generator,", "processors, generator=None,")],
+        mistake_zh="不传 generator：种子不再能复现样本",
     ),
     Mutant(
         "generate",
         "prefill_first_column",
         "takes the prefill logits of the first position instead of the last",
         [("logits = model(input_ids, caches=caches)[:, -1]", "logits = model(input_ids, caches=caches)[:, 0]")],
+        mistake_zh="取预填充第一个位置而不是最后一个位置的 logits",
     ),
 ]

@@ -13,24 +13,28 @@ MUTANTS = [
                 "q, v = RotaryEmbedding.apply(q, v, cos, sin, offsets)",
             )
         ],
+        mistake_zh="RoPE 旋转的是 v 而不是 k",
     ),
     Mutant(
         "TritonLlamaBlock",
         "not_causal",
         "calls the attention kernel with causal=False",
         [("k.transpose(1, 2), v.transpose(1, 2), True)", "k.transpose(1, 2), v.transpose(1, 2), False)")],
+        mistake_zh="用 causal=False 调用注意力内核",
     ),
     Mutant(
         "TritonLlamaBlock",
         "attention_residual_missing",
         "replaces the residual stream with the attention's output",
         [("x = x + out @ self.o_proj.T", "x = out @ self.o_proj.T")],
+        mistake_zh="用注意力的输出替换了残差流",
     ),
     Mutant(
         "TritonLlamaBlock",
         "default_eps",
         "ignores the config's rms_norm_eps and uses 1e-6",
         [("self.eps, self.theta = config.rms_norm_eps,", "self.eps, self.theta = 1e-6,")],
+        mistake_zh="忽略配置里的 rms_norm_eps，用了 1e-6",
     ),
     Mutant(
         "TritonLlamaBlock",
@@ -42,6 +46,7 @@ MUTANTS = [
                 "h = rms_norm(x, self.post_attention_layernorm, self.eps)",
             )
         ],
+        mistake_zh="在注意力之前用了 post-attention norm 的增益",
     ),
     Mutant(
         "TritonLlamaBlock",
@@ -53,18 +58,21 @@ MUTANTS = [
                 "if False:",
             )
         ],
+        mistake_zh="调用内核之前不检查 x 的数据类型和形状",
     ),
     Mutant(
         "TritonLlama",
         "no_final_norm",
         "forgets the final RMSNorm before the head",
         [("return rms_norm(x, self.norm, self.eps) @ self.lm_head.T", "return x @ self.lm_head.T")],
+        mistake_zh="忘了输出头之前的最后一个 RMSNorm",
     ),
     Mutant(
         "TritonLlama",
         "tied_head",
         "uses the embedding matrix as the output head (a tied model's habit)",
         [('self.lm_head = parameter("lm_head.weight")', "self.lm_head = self.embed_tokens")],
+        mistake_zh="把嵌入矩阵当作输出头（绑定权重模型的习惯）",
     ),
     Mutant(
         "TritonLlama",
@@ -76,6 +84,7 @@ MUTANTS = [
                 "return fused_cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), targets[:, 1:].reshape(-1).long())",
             )
         ],
+        mistake_zh="调用者已经错开了目标，又错开了一次",
     ),
     Mutant(
         "TritonLlama",
@@ -87,6 +96,7 @@ MUTANTS = [
                 "return nn.Parameter(state_dict[key].detach().to(device=device, dtype=dtype))",
             )
         ],
+        mistake_zh="保留调用者的张量而不是副本",
     ),
     Mutant(
         "TritonLlamaBlock",
@@ -99,6 +109,7 @@ MUTANTS = [
                 "q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True, enable_gqa=True)",
             )
         ],
+        mistake_zh="调用 PyTorch 的 scaled_dot_product_attention，而不是你写的 FlashAttention 内核",
     ),
     Mutant(
         "TritonLlama",
@@ -111,5 +122,6 @@ MUTANTS = [
                 "logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1).long())",
             )
         ],
+        mistake_zh="用 F.cross_entropy 而不是你写的融合内核计算损失",
     ),
 ]
