@@ -36,10 +36,6 @@ CATCH_CLAIM = re.compile(
 # (tests/package/test_mistakes.py) fails while a listed lesson already has the block.
 MISTAKES_PENDING: frozenset[str] = frozenset(
     {
-        "p02.activation_checkpointing",
-        "p02.collectives",
-        "p02.ddp",
-        "p02.dpo",
         "p02.expert_parallel",
         "p02.fsdp",
         "p02.grpo",
