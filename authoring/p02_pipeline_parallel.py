@@ -45,7 +45,7 @@ def build() -> LessonBuilder:
         - **GPipe**：先做完全部 $m$ 个前向再做全部反向，每个 stage 要同时保存 $m$ 份激活。
         - **1F1B**：stage $s$ 先做 $\min(p-s-1, m)$ 个前向预热，然后前向与反向交替，最后排空；同一时刻最多保存 $\min(p-s, m)$ 份激活，与 $m$ 无关。
         - **实现**：发送用 `isend`（非阻塞），接收用 `recv`；每个微批次的 loss 除以 $m$，梯度才等于整批训练的梯度。
-        - **易错点**：用阻塞的 `send` 导致 1F1B 死锁、loss 没有除以 $m$、反向后不释放保存的激活、1F1B 预热数差一、稳态中先 B 后 F。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. Stages, micro-batches, and the bubble
@@ -438,7 +438,7 @@ def build() -> LessonBuilder:
         message. `kept.pop(i)` is where 1F1B's memory saving actually happens. The `isend` handles keep their tensors
         alive and are waited on at the end.
 
-        **The mistakes the checks catch** (each a mutant in `tests/mutants/p02_pipeline_parallel.py`):
+        **The usual mistakes, and why they are wrong**:
         - 1F1B with one warm-up forward too many (`p - s`): the right ops in a different order, one more activation held;
           the steady phase written as backward-then-forward: the last stage runs $B_0$ before $F_0$, which the
           simulator and the tables reject.
@@ -460,4 +460,5 @@ def build() -> LessonBuilder:
         and activation recomputation (`p02.activation_checkpointing`) is combined with 1F1B to fit larger
         micro-batches.
     """)
+    lesson.mistakes()
     return lesson

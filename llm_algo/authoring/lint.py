@@ -36,10 +36,6 @@ CATCH_CLAIM = re.compile(
 # (tests/package/test_mistakes.py) fails while a listed lesson already has the block.
 MISTAKES_PENDING: frozenset[str] = frozenset(
     {
-        "p02.expert_parallel",
-        "p02.fsdp",
-        "p02.grpo",
-        "p02.pipeline_parallel",
         "p02.ppo",
         "p02.smoothquant",
         "p02.speculative_decoding",
