@@ -36,11 +36,6 @@ CATCH_CLAIM = re.compile(
 # (tests/package/test_mistakes.py) fails while a listed lesson already has the block.
 MISTAKES_PENDING: frozenset[str] = frozenset(
     {
-        "p02.ppo",
-        "p02.smoothquant",
-        "p02.speculative_decoding",
-        "p02.tensor_parallel",
-        "p02.zero",
         "p03.autotune",
         "p03.cross_entropy",
         "p03.debugging",
