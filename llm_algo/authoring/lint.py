@@ -36,11 +36,6 @@ CATCH_CLAIM = re.compile(
 # (tests/package/test_mistakes.py) fails while a listed lesson already has the block.
 MISTAKES_PENDING: frozenset[str] = frozenset(
     {
-        "p03.autotune",
-        "p03.cross_entropy",
-        "p03.debugging",
-        "p03.decode_attention",
-        "p03.flash_attention_bwd",
         "p03.flash_attention_fwd",
         "p03.fused_elementwise",
         "p03.fused_linear_cross_entropy",

@@ -9,6 +9,7 @@ MUTANTS = [
         "no_rescale",
         "adds each chunk's exponentials without rescaling the running sum when the max grows",
         [("d = d * tl.exp(m - m_safe) + tl.sum(", "d = d + tl.sum(")],
+        mistake_zh="最大值变大时不重新缩放运行中的和，直接加上每个块的指数",
     ),
     Mutant(
         "cross_entropy_fwd_bwd",
@@ -20,18 +21,21 @@ MUTANTS = [
                 "x = tl.load(row_ptr + start + cols, mask=mask, other=0.0).to(tl.float32)\n        m_new",
             )
         ],
+        mistake_zh="第一遍中最后一个块的尾部用 0 填充，每个填充通道都多加了 exp(0 - m)",
     ),
     Mutant(
         "cross_entropy_fwd_bwd",
         "no_inf_guard",
         "subtracts a -inf running max: a row whose first chunk is masked with -inf gives nan",
         [('m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)', "m_safe = m_new")],
+        mistake_zh="减去为 -inf 的运行最大值：第一个块被 -inf 屏蔽的行得到 nan",
     ),
     Mutant(
         "cross_entropy_fwd_bwd",
         "probabilities_from_rounded_lse",
         "forms lse = M + log(S) in float32 and computes exp(x - lse): off by the rounding of lse on huge logits",
         [("probs = tl.exp(x - row_max) * inv_sum", "probs = tl.exp(x - (row_max + tl.log(row_sum)))")],
+        mistake_zh="在 float32 下先算 lse = M + log(S) 再算 exp(x - lse)：logits 极大时差了 lse 的舍入误差",
     ),
     Mutant(
         "cross_entropy_fwd_bwd",
@@ -43,6 +47,7 @@ MUTANTS = [
                 "tl.store(row_ptr + start + cols, grad.to(logits_ptr.dtype.element_ty))",
             )
         ],
+        mistake_zh="梯度按整块存储，写到了行的末尾之外",
     ),
     Mutant(
         "cross_entropy_fwd_bwd",
@@ -54,12 +59,14 @@ MUTANTS = [
                 "pass",
             )
         ],
+        mistake_zh="被忽略的行直接返回而不置零，它的 logits 被当作梯度返回",
     ),
     Mutant(
         "cross_entropy_fwd_bwd",
         "gradient_of_the_sum",
         "forgets the 1 / n_valid of the mean in the gradient",
         [("inv_sum, inv_n_valid = 1.0 / row_sum, 1.0 / n_valid", "inv_sum, inv_n_valid = 1.0 / row_sum, 1.0")],
+        mistake_zh="梯度里忘了平均的 1 / n_valid",
     ),
     Mutant(
         "cross_entropy_fwd_bwd",
@@ -71,12 +78,14 @@ MUTANTS = [
                 "n_cols, n_rows, ignore_index,",
             )
         ],
+        mistake_zh="把包括被忽略行在内的行数当作 n_valid 传入",
     ),
     Mutant(
         "cross_entropy_fwd_bwd",
         "no_target_range_check",
         "trusts the targets: a target outside [0, V) becomes an out-of-bounds read",
         [("if n_bad:", "if False:")],
+        mistake_zh="信任 targets：[0, V) 之外的目标变成越界读取",
     ),
     Mutant(
         "cross_entropy_fwd_bwd",
@@ -89,12 +98,14 @@ MUTANTS = [
                 "tl.where(cols == target, 1.0, 0.0)",
             )
         ],
+        mistake_zh="拿块内的通道下标与目标比较（cols == target）：-1 只落在第一个块里，目标小于 BLOCK_SIZE 时还落在每个块的 target 通道上",
     ),
     Mutant(
         "fused_cross_entropy",
         "ignores_grad_output",
         "returns the saved gradient without multiplying by grad_output",
         [("grad_logits.mul_(grad_output)", "pass")],
+        mistake_zh="返回保存的梯度，没有乘 grad_output",
     ),
     Mutant(
         "fused_cross_entropy",
@@ -107,6 +118,7 @@ MUTANTS = [
                 "return grad_logits * grad_output.to(grad_logits.dtype), None, None",
             )
         ],
+        mistake_zh="返回 saved * grad_output：数值对，却新分配了一个 (N, V) 张量",
     ),
     Mutant(
         "fused_cross_entropy",
@@ -119,6 +131,7 @@ MUTANTS = [
             ),
             ("ctx.save_for_backward(logits)", "ctx.save_for_backward(saved)"),
         ],
+        mistake_zh="保存的是内核覆盖之前的 logits 副本，反向返回的是 logits",
     ),
     Mutant(
         "cross_entropy_fwd_bwd",
@@ -130,6 +143,7 @@ MUTANTS = [
                 "x = tl.load(row_ptr + start + cols).to(tl.float32)\n        m_new",
             )
         ],
+        mistake_zh="第一遍不带掩码加载各块，最后一块读到行的末尾之外",
     ),
     Mutant(
         "cross_entropy_fwd_bwd",
@@ -141,5 +155,6 @@ MUTANTS = [
                 "x = tl.load(row_ptr + start + cols).to(tl.float32)\n        probs",
             )
         ],
+        mistake_zh="第二遍不带掩码重新加载各块，理由是存储反正有掩码",
     ),
 ]

@@ -9,6 +9,7 @@ MUTANTS = [
         "mask_off_by_one",
         "masks the tail with cols <= N: column N (the next row, or a guard) is read",
         [("mask=cols < N,", "mask=cols <= N,")],
+        mistake_zh="用 cols <= N 屏蔽尾部：读到了第 N 列（下一行或保护区）",
     ),
     Mutant(
         "row_max",
@@ -18,24 +19,28 @@ MUTANTS = [
             ('other=float("-inf"))', "other=0.0)"),
             ('tl.full((BLOCK_N,), float("-inf"), dtype=tl.float32)', "tl.zeros((BLOCK_N,), dtype=tl.float32)"),
         ],
+        mistake_zh="被屏蔽的通道填 0，累加器也从 0 开始：全为负数的行得到 0",
     ),
     Mutant(
         "row_max",
         "accumulator_starts_at_zero",
         "the masked fill is right but the accumulator starts at 0",
         [('tl.full((BLOCK_N,), float("-inf"), dtype=tl.float32)', "tl.zeros((BLOCK_N,), dtype=tl.float32)")],
+        mistake_zh="屏蔽的填充值对了，累加器却从 0 开始",
     ),
     Mutant(
         "row_max",
         "ignores_column_stride",
         "assumes contiguous rows (column stride 1)",
         [("row * stride_xm + cols * stride_xn", "row * stride_xm + cols")],
+        mistake_zh="假定各行连续（列步长为 1）",
     ),
     Mutant(
         "row_max",
         "full_blocks_only",
         "loops over whole blocks only, so the remainder of a row is never read",
         [("for start in range(0, N, BLOCK_N):", "for start in range(0, N - N % BLOCK_N, BLOCK_N):")],
+        mistake_zh="只循环完整的块，一行的剩余部分从未被读取",
     ),
     # histogram
     Mutant(
@@ -48,6 +53,7 @@ MUTANTS = [
                 "tl.store(hist_ptr + bins, tl.load(hist_ptr + bins, mask=counted) + 1, mask=counted)",
             )
         ],
+        mistake_zh="用普通的 load + store 而不是原子操作计数：同一块内的冲突丢失了",
     ),
     Mutant(
         "histogram",
@@ -59,12 +65,14 @@ MUTANTS = [
                 "counted = (bins >= 0) & (bins < num_bins)",
             )
         ],
+        mistake_zh="检查了取值范围却没检查尾部掩码：other=0 的填充被计入第 0 个桶",
     ),
     Mutant(
         "histogram",
         "no_range_check",
         "trusts the values: out-of-range values write outside the histogram",
         [("counted = in_bounds & (bins >= 0) & (bins < num_bins)", "counted = in_bounds")],
+        mistake_zh="信任输入值：越界的值写到直方图之外",
     ),
     # embedding
     Mutant(
@@ -72,6 +80,7 @@ MUTANTS = [
         "row_stride_is_d",
         "assumes the table's row stride is D (wrong for views of a wider or transposed weight)",
         [("table_ptr + row * stride_tv + cols * stride_td", "table_ptr + row * D + cols * stride_td")],
+        mistake_zh="假定表的行步长为 D（对更宽的或转置的权重的视图是错的）",
     ),
     Mutant(
         "embedding",
@@ -83,6 +92,7 @@ MUTANTS = [
                 "tl.store(out_ptr + token * stride_om + cols, values)",
             )
         ],
+        mistake_zh="加载有掩码，最后一个列块的存储却没有",
     ),
     Mutant(
         "embedding",
@@ -94,12 +104,14 @@ MUTANTS = [
                 "if ids.numel() and int(ids.min()) < -10**9:",
             )
         ],
+        mistake_zh="信任 token id：越界的 id 读到别的内存",
     ),
     Mutant(
         "histogram",
         "values_loaded_unmasked",
         "loads the values without the tail mask, reading past the end of x in the last block",
         [("bins = tl.load(x_ptr + offsets, mask=in_bounds, other=0)", "bins = tl.load(x_ptr + offsets)")],
+        mistake_zh="加载值时没有尾部掩码，最后一块读到 x 的末尾之外",
     ),
     Mutant(
         "embedding",
@@ -111,11 +123,13 @@ MUTANTS = [
                 "values = tl.load(table_ptr + row * stride_tv + cols * stride_td)",
             )
         ],
+        mistake_zh="加载表的一行时没有列掩码（只有存储有掩码），读到这一行 D 列之外",
     ),
     Mutant(
         "row_max",
         "calls_the_builtin",
         "torch.amax computes the maxima and no kernel runs",
         [("row_max_kernel[(M,)](x, out, N, x.stride(0), x.stride(1), BLOCK_N=block_n)", "out = x.amax(dim=1)")],
+        mistake_zh="用 torch.amax 计算最大值，根本没有运行内核",
     ),
 ]

@@ -13,12 +13,14 @@ MUTANTS = [
                 "tl.store(delta_ptr + batch_head.to(tl.int64) * seq_len_q + offs_m, delta)",
             )
         ],
+        mistake_zh="delta 按整块存储，写到最后一行之外",
     ),
     Mutant(
         "attention_delta",
         "rows_by_head_dim",
         "addresses the rows of out as if they were contiguous (row * HEAD_DIM) instead of by stride",
         [("head * stride_oh + offs_m[:, None] * stride_om", "head * stride_oh + offs_m[:, None] * HEAD_DIM")],
+        mistake_zh="把 out 的行当作连续的来寻址（row * HEAD_DIM），而不是按步长",
     ),
     Mutant(
         "attention_delta",
@@ -30,18 +32,21 @@ MUTANTS = [
                 "delta = tl.sum(tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=0), axis=0) + tl.zeros([BLOCK_M], tl.float32)",
             )
         ],
+        mistake_zh="沿序列轴而不是头维度归约（axis=0 再广播）",
     ),
     Mutant(
         "flash_attention_bwd",
         "ds_without_delta",
         "takes dS = P * dP, forgetting the -D term of the softmax Jacobian (dK/dV kernel)",
         [("ds_t = p_t * (dp_t - delta[None, :])", "ds_t = p_t * dp_t")],
+        mistake_zh="取 dS = P * dP，忘了 softmax 雅可比中的 -D 项（dK/dV 内核）",
     ),
     Mutant(
         "flash_attention_bwd",
         "dq_ds_without_delta",
         "takes dS = P * dP in the dQ kernel",
         [("ds = p * (dp - delta[:, None])", "ds = p * dp")],
+        mistake_zh="dQ 内核里取 dS = P * dP",
     ),
     Mutant(
         "flash_attention_bwd",
@@ -53,18 +58,21 @@ MUTANTS = [
                 "for head in range(kv_head * group_size, kv_head * group_size + 1):",
             )
         ],
+        mistake_zh="KV 头的 dK/dV 只取组内第一个 query 头，而不是对整组求和",
     ),
     Mutant(
         "flash_attention_bwd",
         "dk_missing_scale",
         "forgets the 1/sqrt(d) of S = Q K^T / sqrt(d) in dK",
         [("    dk = dk * sm_scale\n", "")],
+        mistake_zh="dK 里忘了 S = Q K^T / sqrt(d) 的 1/sqrt(d)",
     ),
     Mutant(
         "flash_attention_bwd",
         "dkdv_no_causal_mask",
         "rebuilds P without the causal mask in the dK/dV kernel (future queries leak into dK, dV)",
         [("p_t = tl.where(offs_n[:, None] <= offs_m[None, :], p_t, 0.0)", "p_t = p_t")],
+        mistake_zh="dK/dV 内核重建 P 时没有因果掩码（未来的 query 漏进 dK、dV）",
     ),
     Mutant(
         "flash_attention_bwd",
@@ -76,6 +84,7 @@ MUTANTS = [
                 'mask=rows, other=float("inf"))\n    delta = tl.load(delta_ptr + batch_head',
             )
         ],
+        mistake_zh="在 exp2 里减去自然对数的 LSE 而没有换成以 2 为底（dQ 内核）",
     ),
     Mutant(
         "flash_attention_bwd",
@@ -87,6 +96,7 @@ MUTANTS = [
                 "end_n = tl.minimum(start_m, seq_len_k) if IS_CAUSAL else seq_len_k",
             )
         ],
+        mistake_zh="因果的 dQ 循环停在 query 块的第一行，漏了对角线上的 key 块",
     ),
     Mutant(
         "flash_attention_bwd",
@@ -99,6 +109,7 @@ MUTANTS = [
                 "end_n = tl.minimum(start_m + BLOCK_N, seq_len_k) if IS_CAUSAL else seq_len_k",
             )
         ],
+        mistake_zh="因果的 dQ 循环结束在 start_m + BLOCK_N（key 块大小），而不是 query 块最后一行 + 1：只有两种块一样大时才对，于是 GPU 上 128 x 64 的 dQ 分块漏了 key",
     ),
     Mutant(
         "attention_delta",
@@ -110,6 +121,7 @@ MUTANTS = [
                 "offs_d[None, :])\n    do = tl.load(",
             )
         ],
+        mistake_zh="加载 out 的行时没有行掩码，最后一块读到 S_q 之外",
     ),
     Mutant(
         "flash_attention_bwd",
@@ -121,6 +133,7 @@ MUTANTS = [
                 "q = tl.load(q_head + offs_m[:, None] * stride_qm + offs_d[None, :])",
             )
         ],
+        mistake_zh="dK/dV 内核加载每个 query 块时没有行掩码，读到 S_q 之外",
     ),
     Mutant(
         "flash_attention_bwd",
@@ -132,5 +145,6 @@ MUTANTS = [
                 "k = tl.load(k_head + offs_n[:, None] * stride_kn + offs_d[None, :])",
             )
         ],
+        mistake_zh="dQ 内核加载每个 key 块时没有 key 掩码，最后一块读到 S_k 之外",
     ),
 ]
