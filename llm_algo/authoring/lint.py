@@ -36,11 +36,6 @@ CATCH_CLAIM = re.compile(
 # (tests/package/test_mistakes.py) fails while a listed lesson already has the block.
 MISTAKES_PENDING: frozenset[str] = frozenset(
     {
-        "p03.flash_attention_fwd",
-        "p03.fused_elementwise",
-        "p03.fused_linear_cross_entropy",
-        "p03.layernorm",
-        "p03.matmul",
         "p03.matmul_epilogue",
         "p03.moe_grouped_gemm",
         "p03.multi_lora",
