@@ -36,11 +36,6 @@ CATCH_CLAIM = re.compile(
 # (tests/package/test_mistakes.py) fails while a listed lesson already has the block.
 MISTAKES_PENDING: frozenset[str] = frozenset(
     {
-        "p03.matmul_epilogue",
-        "p03.moe_grouped_gemm",
-        "p03.multi_lora",
-        "p03.paged_attention",
-        "p03.quant_matmul",
         "p03.rmsnorm",
         "p03.rope",
         "p03.softmax",

@@ -8,12 +8,14 @@ MUTANTS = [
         "minus_one_is_a_segment",
         "keeps the -1 tokens as a segment of adapter -1 (the kernels would read adapter -1, before A's start)",
         [("first = int((sorted_ids < 0).sum())", "first = 0")],
+        mistake_zh="把 -1 的 token 保留为适配器 -1 的一段（内核会读适配器 -1，在 A 的起点之前）",
     ),
     Mutant(
         "lora_segments",
         "unstable_order_by_adapter_then_reverse",
         "sorts with descending ids, so the -1 tokens come last and the adapters in decreasing order",
         [("order = torch.argsort(ids, stable=True)", "order = torch.argsort(ids, stable=True, descending=True)")],
+        mistake_zh="按 id 降序排序，-1 的 token 排在最后，适配器也成了递减顺序",
     ),
     Mutant(
         "lora_segments",
@@ -25,24 +27,28 @@ MUTANTS = [
                 "seg_offsets[0] = 0\n    seg_offsets[1:] = torch.cumsum(lengths, dim=0)",
             )
         ],
+        mistake_zh="偏移从 0 开始，而不是从 -1 的 token 之后开始",
     ),
     Mutant(
         "lora_segments",
         "no_range_check",
         "accepts ids outside [-1, L)",
         [("if ids.numel() and (int(ids.min()) < -1 or int(ids.max()) >= num_adapters):", "if False:")],
+        mistake_zh="接受 [-1, L) 之外的 id",
     ),
     Mutant(
         "lora_shrink",
         "writes_at_sorted_rows",
         "stores v at the sorted positions instead of at the token ids",
         [("v_ptrs = v_ptr + tok[:, None] * stride_vm", "v_ptrs = v_ptr + rows[:, None] * stride_vm")],
+        mistake_zh="把 v 存在排序后的位置，而不是 token id 处",
     ),
     Mutant(
         "lora_shrink",
         "no_scale",
         "forgets the adapter's scale",
         [("tl.store(v_ptrs, acc * scale,", "tl.store(v_ptrs, acc,")],
+        mistake_zh="忘了适配器的缩放",
     ),
     Mutant(
         "lora_shrink",
@@ -54,6 +60,7 @@ MUTANTS = [
                 "row_ok = rows <= end\n    tok = tl.load(order_ptr + rows, mask=row_ok, other=0).to(tl.int64)   # (BLOCK_M,)",
             )
         ],
+        mistake_zh="让分块越过自己的段多跑一行（进入下一个适配器的第一个 token）",
     ),
     Mutant(
         "lora_shrink",
@@ -65,12 +72,14 @@ MUTANTS = [
                 "at = tl.load(a_ptrs, mask=r_ok[None, :], other=0.0)",
             )
         ],
+        mistake_zh="加载 A 时没有 K 掩码：最后一个 K 步乘进了 K 之外的内容",
     ),
     Mutant(
         "lora_shrink",
         "adapter_offset_wrong_stride",
         "moves to adapter a with stride_ar instead of stride_al",
         [("a_ptr + adapter * stride_al +", "a_ptr + adapter * stride_ar +")],
+        mistake_zh="移到适配器 a 时用 stride_ar 而不是 stride_al",
     ),
     Mutant(
         "lora_expand",
@@ -82,12 +91,14 @@ MUTANTS = [
                 "tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=mask)",
             )
         ],
+        mistake_zh="不读 y 就存储 v @ B[a].T：基座输出丢了",
     ),
     Mutant(
         "lora_expand",
         "reads_v_at_sorted_rows",
         "reads v at the sorted positions instead of the token ids",
         [("v_ptrs = v_ptr + tok[:, None] * stride_vm", "v_ptrs = v_ptr + rows[:, None] * stride_vm")],
+        mistake_zh="在排序后的位置而不是 token id 处读 v",
     ),
     Mutant(
         "lora_expand",
@@ -103,12 +114,14 @@ MUTANTS = [
                 "vt = tl.load(v_ptrs, mask=row_ok[:, None], other=0.0)",
             ),
         ],
+        mistake_zh="加载 B 的秩列时没有 r < R 掩码：下一行的 BLOCK_R - R 列被乘了进来",
     ),
     Mutant(
         "lora_expand",
         "no_column_mask",
         "stores every column of the tile past N",
         [("mask = row_ok[:, None] & n_ok[None, :]", "mask = row_ok[:, None] & (offs_n[None, :] >= 0)")],
+        mistake_zh="存储分块越过 N 的每一列",
     ),
     Mutant(
         "lora_expand",
@@ -120,5 +133,6 @@ MUTANTS = [
                 "if A.dim() != 3 or B.dim() != 3:",
             )
         ],
+        mistake_zh="不检查 A 和 B 是否匹配",
     ),
 ]

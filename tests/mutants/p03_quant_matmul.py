@@ -13,6 +13,7 @@ MUTANTS = [
                 "s = tl.load(s_ptr + cols[None, :] * stride_sn + (k[:, None] * 0) * stride_sg,",
             )
         ],
+        mistake_zh="忽略分组：第 n 行的每一列都用 scales[n, 0]（只对逐通道的 scale 成立）",
     ),
     Mutant(
         "int8_matmul",
@@ -24,18 +25,21 @@ MUTANTS = [
                 "s = tl.load(s_ptr + cols[None, :] * stride_sg + (k[:, None] // GROUP_SIZE) * stride_sn,",
             )
         ],
+        mistake_zh="按 (K // G, N) 的存储方式索引 scale",
     ),
     Mutant(
         "int8_matmul",
         "no_k_mask_on_codes",
         "loads the int8 codes without the K mask: the last K step reads past each row of W",
         [("mask=k_in[:, None], other=0)", ")")],
+        mistake_zh="加载 int8 码时没有 K 掩码：最后一个 K 步读到 W 每一行之外",
     ),
     Mutant(
         "int8_matmul",
         "no_k_mask_on_scales",
         "loads the scales without the K mask: past K the group index points past the last group",
         [("mask=k_in[:, None], other=0.0)", ")")],
+        mistake_zh="加载 scale 时没有 K 掩码：超过 K 后组下标指到最后一组之外",
     ),
     Mutant(
         "int8_matmul",
@@ -47,6 +51,7 @@ MUTANTS = [
                 "tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty))",
             )
         ],
+        mistake_zh="存储整个分块，越过了 y 的边界",
     ),
     Mutant(
         "int8_matmul",
@@ -58,12 +63,14 @@ MUTANTS = [
                 "w = (q.to(tl.float32) * s.to(tl.float32)).to(tl.int8).to(x_ptr.dtype.element_ty)",
             )
         ],
+        mistake_zh="码乘以 scale 后结果仍保持码的整数类型",
     ),
     Mutant(
         "int8_matmul",
         "group_size_not_checked",
         "accepts a group size that does not divide K (the last group is short and its scale is read past the end)",
         [("if G <= 0 or K % G != 0:", "if G <= 0:")],
+        mistake_zh="接受不能整除 K 的组大小（最后一组较短，它的 scale 读到末尾之外）",
     ),
     Mutant(
         "int8_matmul",
@@ -75,18 +82,21 @@ MUTANTS = [
                 "return x @ (qweight.to(x.dtype) * scales.to(x.dtype).repeat_interleave(G, dim=1)).T",
             )
         ],
+        mistake_zh="把整个权重反量化后调用 torch.matmul（正是本课要省下的显存）",
     ),
     Mutant(
         "int4_matmul",
         "no_sign_extension",
         "uses the nibble as an unsigned code in [0, 15]",
         [("q = u - ((u >> 3) << 4)", "q = u")],
+        mistake_zh="把 4 位当作 [0, 15] 的无符号码",
     ),
     Mutant(
         "int4_matmul",
         "offset_binary",
         "subtracts 8 from every nibble, as if the codes were stored with a zero point of 8",
         [("q = u - ((u >> 3) << 4)", "q = u - 8")],
+        mistake_zh="每个 4 位都减 8，好像码是以零点 8 存储的",
     ),
     Mutant(
         "int4_matmul",
@@ -98,6 +108,7 @@ MUTANTS = [
                 "u = (byte.to(tl.int32) >> ((1 - k[:, None] % 2) * 4)) & 0xF",
             )
         ],
+        mistake_zh="偶数列取自高 4 位，奇数列取自低 4 位",
     ),
     Mutant(
         "int4_matmul",
@@ -109,6 +120,7 @@ MUTANTS = [
                 "s = tl.load(s_ptr + cols[None, :] * stride_sn + (k[:, None] // 2 // GROUP_SIZE) * stride_sg,",
             )
         ],
+        mistake_zh="用字节下标 k // 2 而不是列 k 索引 scale 组",
     ),
     Mutant(
         "int4_matmul",
@@ -120,6 +132,7 @@ MUTANTS = [
                 "byte = tl.load(p_ptr + cols[None, :] * stride_pn + k[:, None] * stride_pk,",
             )
         ],
+        mistake_zh="读第 k 个字节而不是第 k // 2 个：越过了每个打包行的中点",
     ),
     Mutant(
         "int4_matmul",
@@ -132,36 +145,42 @@ MUTANTS = [
                 "",
             )
         ],
+        mistake_zh="接受宽度不是 K // 2 的打包张量",
     ),
     Mutant(
         "int4_matmul",
         "int8_codes_accepted",
         "accepts int8 as well as uint8 for the packed codes (the same bytes, another meaning)",
         [("if packed.dtype != torch.uint8:", "if packed.dtype not in (torch.uint8, torch.int8):")],
+        mistake_zh="打包码除了 uint8 也接受 int8（字节相同，含义不同）",
     ),
     Mutant(
         "fp8_quantize",
         "amax_without_abs",
         "takes the row's largest value instead of its largest magnitude, so a negative extreme overflows",
         [("amax = t.abs().amax(dim=1, keepdim=True).float()", "amax = t.amax(dim=1, keepdim=True).float()")],
+        mistake_zh="取一行中最大的值而不是最大的绝对值，负的极值会溢出",
     ),
     Mutant(
         "fp8_quantize",
         "int8_range",
         "maps the row's max onto 127 (the int8 habit) and wastes most of E4M3's range",
         [("amax / FP8_MAX", "amax / 127.0")],
+        mistake_zh="把行最大值映射到 127（int8 的习惯），浪费了 E4M3 的大部分范围",
     ),
     Mutant(
         "fp8_quantize",
         "zero_row_scale_zero",
         "divides an all-zero row by a zero scale: NaN codes",
         [("torch.where(amax > 0, amax / FP8_MAX, torch.ones_like(amax))", "amax / FP8_MAX")],
+        mistake_zh="全零的行除以为零的 scale：码为 NaN",
     ),
     Mutant(
         "fp8_quantize",
         "multiplies_by_scale",
         "multiplies by the scale instead of dividing (the dequantisation direction)",
         [("codes = (t.float() / scale)", "codes = (t.float() * scale)")],
+        mistake_zh="乘以 scale 而不是除以（那是反量化的方向）",
     ),
     Mutant(
         "fp8_quantize",
@@ -173,18 +192,21 @@ MUTANTS = [
                 "if False:",
             )
         ],
+        mistake_zh="接受为零、为负或无穷大的 scale",
     ),
     Mutant(
         "fp8_matmul",
         "only_scale_a",
         "applies the activation's row scales and forgets the weight's column scales",
         [("acc = acc * sa[:, None] * sb[None, :]", "acc = acc * sa[:, None]")],
+        mistake_zh="施加了激活的行 scale，忘了权重的列 scale",
     ),
     Mutant(
         "fp8_matmul",
         "scale_b_by_row",
         "indexes the weight scales with the rows of the output",
         [("sb = tl.load(sb_ptr + cols * stride_sb)", "sb = tl.load(sb_ptr + rows * stride_sb)")],
+        mistake_zh="用输出的行索引权重的 scale",
     ),
     Mutant(
         "fp8_matmul",
@@ -198,12 +220,14 @@ MUTANTS = [
             ),
             ("acc = acc * sa[:, None] * sb[None, :]", "acc = acc"),
         ],
+        mistake_zh="在 K 循环里把运行中的累加器乘以 scale（只有 K 装得进一个分块时才对）",
     ),
     Mutant(
         "fp8_matmul",
         "no_k_mask_on_b",
         "loads the weight codes without the K mask",
         [("mask=k_in[:, None], other=0.0)", ")")],
+        mistake_zh="加载权重码时没有 K 掩码",
     ),
     Mutant(
         "fp8_matmul",
@@ -215,6 +239,7 @@ MUTANTS = [
                 "tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty))",
             )
         ],
+        mistake_zh="存储整个分块，越过了 c 的边界",
     ),
     Mutant(
         "fp8_matmul",
@@ -226,5 +251,6 @@ MUTANTS = [
                 "c = torch.empty((M, N), dtype=torch.float32, device=a.device)",
             )
         ],
+        mistake_zh="忽略 out_dtype，总是返回 float32",
     ),
 ]
