@@ -36,9 +36,6 @@ CATCH_CLAIM = re.compile(
 # (tests/package/test_mistakes.py) fails while a listed lesson already has the block.
 MISTAKES_PENDING: frozenset[str] = frozenset(
     {
-        "p03.rmsnorm",
-        "p03.rope",
-        "p03.softmax",
         "p03.varlen_attention",
         "p03.vector_add",
         "p04.async_copy",

@@ -18,6 +18,7 @@ MUTANTS = [
                 "tl.store(q_first + 1, (q2 * cos + q1 * sin)",
             ),
         ],
+        mistake_zh="把相邻坐标配对（GPT-J / Meta 布局：2i 与 2i + 1），而不是 rotate-half（i 与 i + D/2）",
     ),
     Mutant(
         "rope",
@@ -33,12 +34,14 @@ MUTANTS = [
                 "tl.store(q_first + half_dim, (q2 * cos - q1 * sin)",
             ),
         ],
+        mistake_zh="旋转方向反了：x1' = x1 cos + x2 sin，x2' = x2 cos - x1 sin",
     ),
     Mutant(
         "rope",
         "offsets_ignored",
         "uses the index in the sequence as the position: right for a prefill, wrong for every decode step",
         [("position = tl.load(offsets_ptr + batch).to(tl.int64) + seq", "position = seq")],
+        mistake_zh="把序列内的下标当作位置：预填充对，每个解码步都错",
     ),
     Mutant(
         "rope",
@@ -50,18 +53,21 @@ MUTANTS = [
                 "k_mask = (k_heads[:, None] < num_q_heads) & col_mask[None, :]",
             )
         ],
+        mistake_zh="用 num_q_heads 屏蔽 k 的头（分块也按 q 的大小），越过 key 头写进了 v",
     ),
     Mutant(
         "rope",
         "no_column_mask",
         "masks only the heads: lanes past D/2 run into the second half and the next head when D/2 is not a power of 2",
         [("q_mask = (q_heads[:, None] < num_q_heads) & col_mask[None, :]", "q_mask = q_heads[:, None] < num_q_heads")],
+        mistake_zh="只屏蔽头：D/2 不是 2 的幂时，超过 D/2 的通道跑进后半部分和下一个头",
     ),
     Mutant(
         "rope",
         "inverse_ignored",
         "always launches the forward rotation",
         [("INVERSE=inverse", "INVERSE=False")],
+        mistake_zh="总是启动正向旋转",
     ),
     Mutant(
         "rotary_embedding",
@@ -73,18 +79,21 @@ MUTANTS = [
                 "cos, sin, offsets)",
             )
         ],
+        mistake_zh="反向再做一次同样的旋转，而不是它的逆（转置）",
     ),
     Mutant(
         "rotary_embedding",
         "forward_in_place",
         "rotates the caller's q and k in place instead of copies",
         [("return rope_(q.clone(), k.clone(), cos, sin, offsets)", "return rope_(q, k, cos, sin, offsets)")],
+        mistake_zh="原地旋转调用者的 q 和 k，而不是副本",
     ),
     Mutant(
         "rotary_embedding",
         "too_few_gradients",
         "returns gradients for q and k only, not one per input of forward",
         [("return d_q, d_k, None, None, None", "return d_q, d_k")],
+        mistake_zh="只返回 q 和 k 的梯度，而不是 forward 的每个输入一个",
     ),
     Mutant(
         "rope",
@@ -96,6 +105,7 @@ MUTANTS = [
                 "cos = tl.load(cos_ptr + position * table_row_stride + cols)",
             )
         ],
+        mistake_zh="加载 cos 时没有列掩码，读到 (positions, D/2) 表的末尾之外",
     ),
     Mutant(
         "rope",
@@ -107,5 +117,6 @@ MUTANTS = [
                 "q1 = tl.load(q_first, mask=col_mask[None, :], other=0.0)",
             )
         ],
+        mistake_zh="加载 query 分块时只有列掩码，读到了 num_q_heads 之外的多余头",
     ),
 ]

@@ -8,24 +8,28 @@ MUTANTS = [
         "no_max_subtraction",
         "exponentiates the raw logits: inf / inf = nan for large logits",
         [("x = x - tl.max(x, axis=0)                                         # every entry <= 0", "")],
+        mistake_zh="直接对原始 logits 取 exp：logits 大时 inf / inf = nan",
     ),
     Mutant(
         "softmax",
         "pads_with_zero",
         "pads masked lanes with 0, which then adds exp(0 - max) per lane to the sum",
         [('mask=mask, other=float("-inf")).to(tl.float32)', "mask=mask, other=0.0).to(tl.float32)")],
+        mistake_zh="被屏蔽的通道填 0，每个通道都给和加上了 exp(0 - max)",
     ),
     Mutant(
         "softmax",
         "no_store_mask",
         "stores the whole block, past the end of the row",
         [("probabilities.to(out_ptr.dtype.element_ty), mask=mask)", "probabilities.to(out_ptr.dtype.element_ty))")],
+        mistake_zh="存储整个块，越过了行的末尾",
     ),
     Mutant(
         "softmax",
         "rows_by_n_cols",
         "addresses rows as row * n_cols, assuming contiguous rows",
         [("in_ptr + row * in_row_stride + cols", "in_ptr + row * n_cols + cols")],
+        mistake_zh="按 row * n_cols 寻址行，假定各行连续",
     ),
     Mutant(
         "online_softmax_stats",
@@ -37,24 +41,28 @@ MUTANTS = [
                 "d = d + torch.exp(block - m_safe[:, None]).sum(dim=1)",
             )
         ],
+        mistake_zh="加入新块时没有把旧的和缩放到新的最大值",
     ),
     Mutant(
         "online_softmax_stats",
         "no_inf_guard",
         "subtracts the raw max, so an all -inf prefix gives nan",
         [('m_safe = torch.where(m_new == float("-inf"), torch.zeros_like(m_new), m_new)', "m_safe = m_new")],
+        mistake_zh="减去原始的最大值，全为 -inf 的前缀得到 nan",
     ),
     Mutant(
         "online_softmax_stats",
         "rescale_wrong_way",
         "multiplies by exp(m_new - m_old) instead of exp(m_old - m_new)",
         [("d = d * torch.exp(m - m_safe)", "d = d * torch.exp(torch.nan_to_num(m_safe - m, posinf=0.0))")],
+        mistake_zh="乘以 exp(m_new - m_old) 而不是 exp(m_old - m_new)",
     ),
     Mutant(
         "softmax_long_rows",
         "no_rescale",
         "the per-lane sum is not rescaled when the lane's max grows",
         [("d = d * tl.exp(m - m_safe) + tl.exp(x - m_safe)", "d = d + tl.exp(x - m_safe)")],
+        mistake_zh="通道的最大值变大时，逐通道的和没有重新缩放",
     ),
     Mutant(
         "softmax_long_rows",
@@ -66,12 +74,14 @@ MUTANTS = [
                 "x = tl.load(in_row + start + cols, mask=mask, other=0.0).to(tl.float32)\n        m_new",
             )
         ],
+        mistake_zh="第一遍中尾部用 0 填充",
     ),
     Mutant(
         "softmax_long_rows",
         "lanes_merged_without_rescale",
         "sums the per-lane sums without bringing them to the row max",
         [("row_sum = tl.sum(d * tl.exp(m - row_max_safe), axis=0)", "row_sum = tl.sum(d, axis=0)")],
+        mistake_zh="把逐通道的和直接相加，没有先换算到行最大值",
     ),
     Mutant(
         "softmax_long_rows",
@@ -83,6 +93,7 @@ MUTANTS = [
                 "(tl.exp(x - row_max) / row_sum).to(out_ptr.dtype.element_ty))",
             )
         ],
+        mistake_zh="第二遍按整块存储",
     ),
     Mutant(
         "softmax",
@@ -94,6 +105,7 @@ MUTANTS = [
                 "x = tl.load(in_ptr + row * in_row_stride + cols)",
             )
         ],
+        mistake_zh="不带掩码加载整个块（只有存储有掩码），读到行的末尾之外",
     ),
     Mutant(
         "softmax_long_rows",
@@ -105,6 +117,7 @@ MUTANTS = [
                 "x = tl.load(in_row + start + cols).to(tl.float32)\n        tl.store(",
             )
         ],
+        mistake_zh="第二遍不带掩码重新加载最后一块，理由是存储反正有掩码",
     ),
     Mutant(
         "softmax",
@@ -116,5 +129,6 @@ MUTANTS = [
                 "out.copy_(torch.softmax(x.float(), dim=-1))",
             )
         ],
+        mistake_zh="用 torch.softmax 计算各行，根本没有运行内核",
     ),
 ]
