@@ -38,12 +38,6 @@ MISTAKES_PENDING: frozenset[str] = frozenset(
     {
         "p03.varlen_attention",
         "p03.vector_add",
-        "p04.async_copy",
-        "p04.cuda_graphs",
-        "p04.cuda_intro",
-        "p04.cuda_vs_triton",
-        "p04.memory_pool",
-        "p04.offload",
         "p04.overlap",
         "p04.reduction",
         "p04.ring_allreduce",

@@ -12,6 +12,7 @@ MUTANTS = [
         "wait_one_group_too_few",
         "waits until stages - 1 groups are pending instead of stages - 2: tile t is still in flight when computed",
         [('events.append(("wait", stages - 2))', 'events.append(("wait", stages - 1))')],
+        mistake_zh="等到只剩 stages - 1 组而不是 stages - 2 组挂起：计算分块 t 时它还在传输中",
     ),
     Mutant(
         "pipeline_schedule",
@@ -32,6 +33,7 @@ MUTANTS = [
                 '        events.append(("sync",))\n',
             )
         ],
+        mistake_zh="在本步的屏障之前发起预取：覆盖了分块 t - 1 的槽位，而较慢的 warp 还在读它（WAR）",
     ),
     Mutant(
         "pipeline_schedule",
@@ -44,18 +46,21 @@ MUTANTS = [
                 '            events.append(("load", ahead, ahead % stages))\n            events.append(("commit",))\n',
             )
         ],
+        mistake_zh="只在加载之后才提交：到了尾部 wait(stages - 2) 不再覆盖最后几个分块",
     ),
     Mutant(
         "pipeline_schedule",
         "wait_all_every_step",
         "waits for all groups (wait 0) every step: correct, but the pipeline drains and nothing overlaps",
         [('events.append(("wait", stages - 2))', 'events.append(("wait", 0))')],
+        mistake_zh="每一步都等待所有组（wait 0）：结果正确，但流水线被排空，什么都没有重叠",
     ),
     Mutant(
         "pipeline_schedule",
         "prefetch_into_current_slot",
         "prefetches tile t + stages - 1 into slot t % stages: the tile about to be computed is overwritten",
         [('events.append(("load", ahead, ahead % stages))', 'events.append(("load", ahead, tile % stages))')],
+        mistake_zh="把分块 t + stages - 1 预取到槽位 t % stages：即将计算的分块被覆盖",
     ),
     Mutant(
         "pipeline_schedule",
@@ -67,6 +72,7 @@ MUTANTS = [
                 'events.append(("compute", tile, tile % stages))\n        events.append(("sync",))',
             )
         ],
+        mistake_zh="像单缓冲内核那样在计算之后再加一个屏障：结果正确，多了一个屏障",
     ),
     # pipeline_time
     Mutant(
@@ -79,12 +85,14 @@ MUTANTS = [
                 "return num_tiles * (load_cycles + compute_cycles)",
             )
         ],
+        mistake_zh="返回同步内核的时间 n (L + C)",
     ),
     Mutant(
         "pipeline_time",
         "stages_in_flight",
         "counts stages tiles in flight instead of stages - 1 (one slot is always being computed on)",
         [("in_flight = stages - 1", "in_flight = stages")],
+        mistake_zh="在途分块数算成 stages 而不是 stages - 1（总有一个槽位正在被计算）",
     ),
     Mutant(
         "pipeline_time",
@@ -96,6 +104,7 @@ MUTANTS = [
                 "return max(num_tiles * compute_cycles, q * load_cycles + (r + 1) * compute_cycles)",
             )
         ],
+        mistake_zh="忘了第一次加载的延迟：好像流水线一开始就是满的",
     ),
     Mutant(
         "pipeline_time",
@@ -107,6 +116,7 @@ MUTANTS = [
                 "return load_cycles + num_tiles * compute_cycles",
             )
         ],
+        mistake_zh="假定加载总能被隐藏：即使 L > (stages - 1) C 也用 L + n C",
     ),
     Mutant(
         "pipeline_time",
@@ -118,6 +128,7 @@ MUTANTS = [
                 "return load_cycles + num_tiles * max(compute_cycles, load_cycles / in_flight)",
             )
         ],
+        mistake_zh="稳态用浮点的 n * max(C, L / (stages - 1))：数量级对，填充和取整错了",
     ),
     # double_buffer_sim
     Mutant(
@@ -125,6 +136,7 @@ MUTANTS = [
         "single_buffer",
         "keeps using buffer 0 with one barrier per step: the prefetch overwrites the tile other threads still read",
         [("nxt = (t + 1) % 2", "nxt = 0"), ("cur = t % 2", "cur = 0")],
+        mistake_zh="一直用缓冲区 0，每步一个屏障：预取覆盖了其他线程还在读的分块",
     ),
     Mutant(
         "double_buffer_sim",
@@ -138,12 +150,14 @@ MUTANTS = [
             ),
             ("        cur = t % 2\n", "        cuda.syncthreads()\n        cur = t % 2\n"),
         ],
+        mistake_zh="把屏障放在预取之后：第 t 步写入较慢的线程在第 t - 1 步读的缓冲区",
     ),
     Mutant(
         "double_buffer_sim",
         "prefetch_into_current_buffer",
         "loads tile t + 1 into buffer t % 2, the one being read",
         [("nxt = (t + 1) % 2", "nxt = t % 2")],
+        mistake_zh="把分块 t + 1 加载到正在读的缓冲区 t % 2",
     ),
     Mutant(
         "double_buffer_sim",
@@ -155,6 +169,7 @@ MUTANTS = [
                 "As[nxt, ty, tx] = A[row, ka] if row < M else np.float32(0.0)",
             )
         ],
+        mistake_zh="预取分块 t + 1 时没有 K 边界：读到 A 一行的末尾之外",
     ),
     Mutant(
         "double_buffer_sim",
@@ -167,6 +182,7 @@ MUTANTS = [
                 "",
             )
         ],
+        mistake_zh="去掉屏障：一个线程的加载与另一个线程的读取之间没有任何顺序保证",
     ),
     # async_gemm_cuda (C++; each still compiles)
     Mutant(
@@ -174,6 +190,7 @@ MUTANTS = [
         "wait_one_group_too_few",
         "__pipeline_wait_prior(STAGES - 1): tile t's copies may still be in flight when it is computed",
         [("__pipeline_wait_prior(STAGES - 2);  // my copies", "__pipeline_wait_prior(STAGES - 1);  // my copies")],
+        mistake_zh="__pipeline_wait_prior(STAGES - 1)：计算分块 t 时它的拷贝可能还在传输中",
     ),
     Mutant(
         "async_gemm_cuda",
@@ -185,12 +202,14 @@ MUTANTS = [
                 "// (no barrier)",
             )
         ],
+        mistake_zh="等待之后没有 __syncthreads()：线程在其他线程的数据块落地之前就读取它们",
     ),
     Mutant(
         "async_gemm_cuda",
         "reads_wrong_stage",
         "computes on slot (t + 1) % STAGES instead of t % STAGES",
         [("const int slot = t % STAGES;", "const int slot = (t + 1) % STAGES;")],
+        mistake_zh="在槽位 (t + 1) % STAGES 而不是 t % STAGES 上计算",
     ),
     Mutant(
         "async_gemm_cuda",
@@ -202,6 +221,7 @@ MUTANTS = [
                 "load_tile_async(A, B, As, Bs, t % STAGES, ahead,",
             )
         ],
+        mistake_zh="把分块 t + STAGES - 1 预取到正在计算的槽位 t % STAGES",
     ),
     Mutant(
         "async_gemm_cuda",
@@ -217,6 +237,7 @@ MUTANTS = [
                 "__pipeline_memcpy_async(&Bs[slot][r][c], src, 16, 0);",
             ),
         ],
+        mistake_zh="矩阵之外的数据块从占位源拷贝 16 字节，而不是填零",
     ),
     Mutant(
         "async_gemm_cuda",
@@ -233,6 +254,7 @@ MUTANTS = [
                 "__pipeline_memcpy_async(&Bs[slot][r][c], src, 16, inside ? 16 : 0);",
             ),
         ],
+        mistake_zh="把 PTX 的 src_size（内部 16、外部 0）当作 zfill 参数传入，而它数的是要置零的字节：矩阵内的块变成零，矩阵外的块反而从占位源拷贝",
     ),
     Mutant(
         "async_gemm_cuda",
@@ -244,5 +266,6 @@ MUTANTS = [
                 "TORCH_CHECK(true,",
             )
         ],
+        mistake_zh="不检查 K 和 N 是否是 4 的倍数：16 字节的数据块跨越了行尾",
     ),
 ]

@@ -9,30 +9,35 @@ MUTANTS = [
         "strict_bucket_comparison",
         "picks the smallest bucket strictly larger than the batch (> for >=): a batch of 8 runs in the graph for 16",
         [("fitting = [b for b in buckets if b >= batch]", "fitting = [b for b in buckets if b > batch]")],
+        mistake_zh="选严格大于批大小的最小桶（> 代替 >=）：8 的批跑在 16 的图里",
     ),
     Mutant(
         "pad_batch",
         "largest_bucket_for_overflow",
         "falls back to the largest bucket for a batch that does not fit, silently dropping the extra sequences",
         [("    if not fitting:\n        raise", "    if not fitting:\n        return max(buckets)\n        raise")],
+        mistake_zh="装不下的批退回到最大的桶，默默丢掉多出的序列",
     ),
     Mutant(
         "pad_batch",
         "first_bucket_not_smallest",
         "takes the first bucket in list order that holds the batch, assuming the list is sorted",
         [("    return min(fitting)", "    return fitting[0]")],
+        mistake_zh="按列表顺序取第一个装得下的桶，假定列表是排好序的",
     ),
     Mutant(
         "pad_batch",
         "padding_rows_in_slot_zero",
         "pads the slots with zeros, so that the padding rows write their keys and values into slot 0, a live sequence",
         [("padded_slots = slots.new_full((size,), pad_slot)", "padded_slots = slots.new_zeros(size)")],
+        mistake_zh="槽位用零填充，填充行把它们的 key 和 value 写进槽位 0，那是一个活跃的序列",
     ),
     Mutant(
         "pad_batch",
         "uninitialised_padding_positions",
         "allocates the padded positions with torch.empty: the padding rows index the cache at whatever was in memory",
         [("padded_positions = positions.new_zeros(size)", "padded_positions = positions.new_empty(size).fill_(-7)")],
+        mistake_zh="用 torch.empty 分配填充的位置：填充行按内存里残留的值索引缓存",
     ),
     # ----- StaticDecodeStep
     Mutant(
@@ -50,6 +55,7 @@ MUTANTS = [
                 "                self.v_cache[layer, s, :, p] = v[b]\n",
             )
         ],
+        mistake_zh="用 int() 读每行的位置，按这个 Python 下标写缓存（一次同步；捕获时被固化）",
     ),
     Mutant(
         "StaticDecodeStep",
@@ -71,6 +77,7 @@ MUTANTS = [
                 "self.v_cache[layer, self.slots, :, position] = v",
             ),
         ],
+        mistake_zh="位置用一个由 step() 递增的 Python 计数器保存，每一行都一样",
     ),
     Mutant(
         "StaticDecodeStep",
@@ -87,6 +94,7 @@ MUTANTS = [
                 "        self.slots = slots.to(self.slots.device, torch.long)\n",
             )
         ],
+        mistake_zh="把静态输入重新绑定到新张量（self.x = new）而不是拷贝进去：图一直读旧的缓冲区",
     ),
     Mutant(
         "StaticDecodeStep",
@@ -98,6 +106,7 @@ MUTANTS = [
                 "        self.logits = rms_norm(x, m.final_norm) @ m.embed.T",
             )
         ],
+        mistake_zh="返回新分配的 logits 并存进 self.logits，而不是写入静态缓冲区",
     ),
     Mutant(
         "StaticDecodeStep",
@@ -109,6 +118,7 @@ MUTANTS = [
                 "visible = self.key_index[None, :] < self.positions[:, None]",
             )
         ],
+        mistake_zh="当前位置也被屏蔽（< 代替 <=）：新 token 不关注自己",
     ),
     Mutant(
         "StaticDecodeStep",
@@ -127,6 +137,7 @@ MUTANTS = [
                 'scores = scores.masked_fill(~visible[:, None, :length], float("-inf"))',
             ),
         ],
+        mistake_zh="用 .item() 读出最长位置来切 key（一次 CPU 同步，每一步形状都不同）",
     ),
     Mutant(
         "StaticDecodeStep",
@@ -149,6 +160,7 @@ MUTANTS = [
                 'scores = scores.masked_fill(~visible[:, None, : self.length], float("-inf"))',
             ),
         ],
+        mistake_zh="在 set_inputs 里把关注长度算成 Python int（step 里没有同步）并以此切缓存：eager 下正确，图却保留了捕获那一步的长度",
     ),
     Mutant(
         "StaticDecodeStep",
@@ -161,6 +173,7 @@ MUTANTS = [
                 "torch.arange(H)[None, :].expand(B, H), self.positions[:, None].expand(B, H)), k)\n",
             )
         ],
+        mistake_zh="把新的 key 写进缓存的副本（torch.index_put，不是原地）并保留副本",
     ),
     Mutant(
         "StaticDecodeStep",
@@ -173,6 +186,7 @@ MUTANTS = [
                 "",
             )
         ],
+        mistake_zh="拷贝输入时不做检查（越界的位置在重放时索引到缓存之外）",
     ),
     # ----- GraphedDecoder
     Mutant(
@@ -186,12 +200,14 @@ MUTANTS = [
             ),
             ("allocate_kv_cache(model, num_slots + 1)", "allocate_kv_cache(model, num_slots)"),
         ],
+        mistake_zh="恰好分配 num_slots 个槽位，填充到槽位 0：填充行覆盖了一个活跃的序列",
     ),
     Mutant(
         "GraphedDecoder",
         "view_of_static_logits",
         "returns a view of the static logits: the next call overwrites the result the caller kept",
         [("        return step.logits[:batch].clone()", "        return step.logits[:batch]")],
+        mistake_zh="返回静态 logits 的视图：下一次调用覆盖了调用者保留的结果",
     ),
     Mutant(
         "GraphedDecoder",
@@ -203,6 +219,7 @@ MUTANTS = [
                 "        size = self.buckets[-1]\n        padded = pad_batch(token_ids, positions, slots, [size], self.pad_slot)\n",
             )
         ],
+        mistake_zh="每个批都在最大桶的图里运行（结果正确，但从不使用小图）",
     ),
     Mutant(
         "GraphedDecoder",
@@ -214,5 +231,6 @@ MUTANTS = [
                 "self.steps = {b: StaticDecodeStep(model, b, *allocate_kv_cache(model, num_slots + 1)) for b in self.buckets}",
             )
         ],
+        mistake_zh="每个桶的 step 各有自己的 KV 缓存：换到另一个桶的序列丢失了它的过去",
     ),
 ]
