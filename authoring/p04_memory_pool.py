@@ -585,7 +585,7 @@ def build() -> LessonBuilder:
         **`CachingAllocator`.** Best fit is a `bisect_left` for `(rounded, -1)`: the first entry whose size is at
         least `rounded`, and among equal sizes the lowest address because the tuples compare addresses second. It
         is $O(\log n)$ to find and $O(n)$ to update a Python list (PyTorch's `std::set` is $O(\log n)$ for both).
-        The usual mistakes (the mutants): *first fit instead of best fit* (valid, but it cuts the big
+        The usual mistakes: *first fit instead of best fit* (valid, but it cuts the big
         block where a small one would do: the returned addresses differ from the reference), *searching the other
         pool*, *splitting a large block for a sliver*, *keeping the free remainder out of the cache* (a leak that
         `empty_cache` cannot recover), *merging only with the next neighbour* (two adjacent free blocks: the

@@ -36,15 +36,6 @@ CATCH_CLAIM = re.compile(
 # (tests/package/test_mistakes.py) fails while a listed lesson already has the block.
 MISTAKES_PENDING: frozenset[str] = frozenset(
     {
-        "p03.varlen_attention",
-        "p03.vector_add",
-        "p04.overlap",
-        "p04.reduction",
-        "p04.ring_allreduce",
-        "p04.shared_memory",
-        "p04.streams",
-        "p04.tensor_cores",
-        "p04.warp_primitives",
     }
 )
 

@@ -12,12 +12,14 @@ MUTANTS = [
         "offsets_start_at_width",
         "starts the butterfly at offset width instead of width // 2: crosses into the next group (or past the warp)",
         [("offset = width // 2\n", "offset = width % 32\n")],
+        mistake_zh="蝶形从偏移 width 而不是 width // 2 开始：越进了下一组（或 warp 之外）",
     ),
     Mutant(
         "warp_reduce",
         "stops_at_two",
         "stops the butterfly before offset 1: each lane has only half of its group",
         [("while offset >= 1:", "while offset >= 2:")],
+        mistake_zh="蝶形在偏移 1 之前就停了：每个 lane 只有本组的一半",
     ),
     Mutant(
         "warp_reduce",
@@ -29,12 +31,14 @@ MUTANTS = [
                 "values = values + other",
             )
         ],
+        mistake_zh="不管 op 是什么都用 + 合并：最大值变成了和",
     ),
     Mutant(
         "warp_reduce",
         "fixed_offsets",
         "always uses the offsets of a whole warp (16 .. 1), whatever the width",
         [("offset = width // 2\n", "offset = 16\n")],
+        mistake_zh="不管 width 多少，总用整个 warp 的偏移（16 .. 1）",
     ),
     # warp_softmax
     Mutant(
@@ -47,6 +51,7 @@ MUTANTS = [
                 "pad = torch.full((rows, WARP - chunk.shape[1]), 0.0, dtype=x.dtype)",
             )
         ],
+        mistake_zh="超过行尾的 lane 填 0：全为负数的行最大值错了，和里还多加了 exp(0 - m)",
     ),
     Mutant(
         "warp_softmax",
@@ -56,6 +61,7 @@ MUTANTS = [
             ("lane_sum = lane_sum + torch.exp(chunk - row_max)", "lane_sum = lane_sum + torch.exp(chunk)"),
             ("torch.exp(chunk - row_max) / row_sum", "torch.exp(chunk) / row_sum"),
         ],
+        mistake_zh="不减行最大值就对 x 取 exp：exp(1000) 溢出为 inf",
     ),
     Mutant(
         "warp_softmax",
@@ -70,6 +76,7 @@ MUTANTS = [
                 "        row_max = torch.maximum(row_max, shfl_xor(row_max, offset, active))",
             )
         ],
+        mistake_zh="shuffle 用持有数据的 lane 的掩码 (1 << L) - 1：蝶形读到了掩码之外的 lane",
     ),
     Mutant(
         "warp_softmax",
@@ -81,6 +88,7 @@ MUTANTS = [
                 "for chunk in chunks[:1]:\n        lane_max = torch.maximum(lane_max, chunk)",
             )
         ],
+        mistake_zh="只在前 32 列上取最大值：带步长的循环一遍就停了",
     ),
     # warp_softmax_cuda (C++; each still compiles)
     Mutant(
@@ -93,12 +101,14 @@ MUTANTS = [
                 "for (int offset = 8; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, offset));",
             )
         ],
+        mistake_zh="最大值的蝶形从偏移 8 开始：每半个 warp 各有自己的最大值",
     ),
     Mutant(
         "warp_softmax_cuda",
         "max_starts_at_zero",
         "starts each lane's max at 0 instead of -INFINITY: a row of values around -1000 underflows to 0 / 0",
         [("float m = -INFINITY;", "float m = 0.0f;")],
+        mistake_zh="每个 lane 的最大值从 0 而不是 -INFINITY 开始：一行 -1000 左右的值下溢成 0 / 0",
     ),
     Mutant(
         "warp_softmax_cuda",
@@ -108,11 +118,13 @@ MUTANTS = [
             ("s += expf(xr[c] - m);", "s += expf(xr[c]);"),
             ("yr[c] = expf(xr[c] - m) * inv;", "yr[c] = expf(xr[c]) * inv;"),
         ],
+        mistake_zh="不减最大值：logits 大时 expf 溢出",
     ),
     Mutant(
         "warp_softmax_cuda",
         "no_contiguity_check",
         "no contiguity check: a transposed input is read as if it were row-major",
         [('TORCH_CHECK(x.is_contiguous(), "warp_softmax_cuda: x must be contiguous (call .contiguous() first)");', "")],
+        mistake_zh="不检查连续性：转置的输入被当作行主序的来读",
     ),
 ]

@@ -141,3 +141,17 @@ def test_the_pending_list_only_shrinks(real_repo) -> None:
     assert not sources.keys() - uses - MISTAKES_PENDING, (
         f"these lessons write their mistakes by hand: {sorted(sources.keys() - uses - MISTAKES_PENDING)}"
     )
+
+
+def test_every_mutant_has_its_mistake_in_chinese(real_repo) -> None:
+    """The migration is complete: every mutant of every lesson carries `mistake_zh` (本节要点 lists them)."""
+    from llm_algo.authoring.builder import source_files
+    from llm_algo.mutation.mutants import load_mutants
+
+    missing = [
+        f"{source.stem}::{m.exercise}::{m.name}"
+        for source in source_files()
+        for m in load_mutants(source.stem.replace("_", ".", 1))
+        if not m.mistake_zh.strip()
+    ]
+    assert not missing, f"mutants without mistake_zh: {missing}"
