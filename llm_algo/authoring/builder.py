@@ -86,7 +86,7 @@ def mistakes_markdown(lesson_id: str, notebook_path: str, mutants: list[Mutant] 
         "reference solution with that one mistake, which `pytest --mutants` proves the checks reject.",
     ]
     for exercise in dict.fromkeys(m.exercise for m in mutants):
-        lines += ["", f"`{exercise}` fails its checks when the code"]
+        lines += ["", f"`{exercise}` fails its checks when the code:"]
         lines += [f"- {m.mistake} — `{m.name}`" for m in mutants if m.exercise == exercise]
     return "\n".join(lines)
 
