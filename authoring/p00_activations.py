@@ -37,6 +37,7 @@ def build() -> LessonBuilder:
         - 导数：GELU′(x) = Φ(x) + x·φ(x)；SiLU′(x) = σ(x)(1 + x(1 − σ(x)))。两者在负半轴都有非零梯度，且最小值略小于 0（非单调）。
         - 低精度输入先升到 float32 计算再转回；大的负数输入下 `exp` 下溢为 0 是安全的，不要自己写 `1/(1+exp(-x))` 以免溢出。
         - 自定义 `autograd.Function`：`forward` 中 `ctx.save_for_backward(x)`，`backward` 返回 `grad_out * f′(x)`，用 `gradcheck` 在 float64 下验证。
+        {易错点}
         """
     )
     lesson.md(r"""
@@ -238,22 +239,20 @@ def build() -> LessonBuilder:
         ## 6. Reading the solutions
 
         **`gelu`.** One upcast, one formula, one cast back; `torch.erf` and `torch.tanh` saturate cleanly to $\pm 1$,
-        so large inputs of either sign are safe. *Mistakes* (mutants in `tests/mutants/p00_activations.py`):
-        `erf(x)` without the $1/\sqrt2$ (a different, steeper function), the tanh form without $\sqrt{2/\pi}$, the cube
-        term's constant wrong, computing in float16. Production: PyTorch's CPU and CUDA kernels compute in float32
+        so large inputs of either sign are safe. Besides the mistakes listed below, watch the cube term's constant
+        (0.044715) and the dtype: computing in float16 throws away the digits the upcast keeps. Production: PyTorch's CPU and CUDA kernels compute in float32
         for half-precision inputs exactly like this; Hugging Face maps `"gelu"` to the exact form and
         `"gelu_new"`/`"gelu_pytorch_tanh"` to the tanh one (`transformers.activations.ACT2FN`).
 
         **`gelu_grad` and `silu_grad`.** The closed forms cost a few elementwise operations, cheaper than storing
         the activation's output: Megatron's `bias_gelu` fusion and Liger-Kernel's SwiGLU recompute them in the
-        backward instead of saving extra tensors. *Mistakes*: the sigmoid's derivative $\sigma(1-\sigma)$ for SiLU's,
-        the factor 3 missing in the tanh form's inner derivative, $\varphi$ without its $1/\sqrt{2\pi}$.
+        backward instead of saving extra tensors.
 
         **`SiLUFunction`.** `ctx.save_for_backward(x)` keeps a reference (no copy) and lets autograd check that `x`
         was not modified in place before the backward. Returning the gradient in `x`'s dtype matters for bf16
-        training. *Mistakes*: saving the output and inverting it (impossible: SiLU is not one-to-one), forgetting
-        `grad_out` (the chain rule), returning `silu_grad(x)` alone. Next: [p02.swiglu](../02_PyTorch_Algorithms/03_SwiGLU.ipynb)
+        training; saving the output instead would not help, since SiLU is not one-to-one and cannot be inverted. Next: [p02.swiglu](../02_PyTorch_Algorithms/03_SwiGLU.ipynb)
         gates Llama's MLP with SiLU, and [p03.fused_elementwise](../03_Triton_Kernels/02_Fused_Elementwise.ipynb)
         writes the fused kernel.
     """)
+    lesson.mistakes()
     return lesson

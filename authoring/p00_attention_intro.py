@@ -37,7 +37,7 @@ def build() -> LessonBuilder:
         - 布尔掩码 True 表示“可以看”；被屏蔽的分数设为 −inf 再做 softmax，权重恰好为 0。
         - 因果掩码：query i 只能看 j ≤ i；带 KV cache 解码时 Tq < Tk，query i 的位置是 Tk − Tq + i（右下对齐），而 SDPA 的 `is_causal` 是左上对齐。
         - 右侧 padding 的 batch：key j 必须满足 j < length[b]；正确的掩码让每个序列的结果与单独计算时完全相同。
-        - 常见错误：忘记缩放、沿错误维度做 softmax、掩码取反、因果掩码差一（j < i）。
+        {易错点}
         """
     )
     lesson.md(r"""
@@ -277,16 +277,14 @@ def build() -> LessonBuilder:
         **`attention`.** `transpose(-2, -1)` swaps only the last two axes, so the batch and head axes broadcast.
         `tril(diagonal=Tk - Tq)` moves the causal diagonal to the bottom-right corner: with $T_q = 1$ (one decoding
         step) the single query reads every cached key. `masked_fill(~mask, -inf)` before the softmax, and the max
-        subtraction, keep it exact and finite. *Mistakes* (the mutants in `tests/mutants/p00_attention_intro.py`):
-        no $1/\sqrt d$ or $1/d$; softmax over `dim=-2` (the queries); the mask inverted (`masked_fill(mask, ...)`);
-        `tril()` without the offset (SDPA's top-left rule, wrong for decoding); no max subtraction (overflow for
-        large scores); computing in fp16.
+        subtraction, keep it exact and finite: without the max, large scores overflow.
 
         **`padded_causal_mask`.** Two comparisons of index vectors and one `&`, broadcast to `(B, 1, T, T)`:
-        $O(BT^2)$ booleans, no loop. *Mistakes*: `<` instead of `<=` (a token that cannot read itself), padding
-        applied to the queries instead of the keys, the head axis forgotten (a `(B, T, T)` mask broadcast against
-        `(B, H, T, T)` scores lines the batch up with the heads).
-
+        $O(BT^2)$ booleans, no loop. Keep the head axis: a `(B, T, T)` mask broadcast against `(B, H, T, T)` scores
+        lines the batch up with the heads.
+    """)
+    lesson.mistakes()
+    lesson.md(r"""
         **What production code does.** `F.scaled_dot_product_attention` picks FlashAttention, memory-efficient or
         the plain math kernel; the first two never store the $T_q \times T_k$ scores, computing the softmax online
         block by block ([p03.flash_attention_fwd](../03_Triton_Kernels/10_Flash_Attention_Fwd.ipynb)). Hugging Face

@@ -38,6 +38,7 @@ def build() -> LessonBuilder:
           softmax 只需保存输出 y：`dx = y ⊙ (dy − Σ dy⊙y)`。
         - 叶子张量 (leaf tensor) 的 `.grad` 会累加；`backward` 之后计算图被释放，第二次 `backward` 需要 `retain_graph=True`。
         - 用 `gradcheck`（float64 有限差分）验证手写梯度。
+        {易错点}
         """
     )
     lesson.md(r"""
@@ -350,10 +351,8 @@ def build() -> LessonBuilder:
         "upstream transposed times input", every bias gradient a sum over rows, every input gradient "upstream times
         weight". Cost: 6 matmul FLOPs per weight per token against 2 in the forward.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p00_autograd.py`): no $1/N$ (gradients $N$ times
-        too large, a learning-rate bug in disguise); the bias gradient averaged instead of summed; the ReLU mask
-        dropped; the one-hot not subtracted; a log-sum-exp without the max (`inf` at logits of 100 in float32); the
-        input gradient through `w1.T`; no input validation.
+        A missing $1/N$ is a learning-rate bug in disguise (gradients $N$ times too large); the input gradient goes
+        through `w1`, not `w1.T` (the shapes tell you which: `d_pre` is `(N, h)`, `w1` is `(h, d)`).
 
         **`SoftmaxFunction`.** The forward works in float32 (or float64) and casts back, as production softmax
         kernels do; `amax` keeps `-inf` entries at exactly 0 after `exp`. It saves the *output*, so the backward
@@ -381,4 +380,5 @@ def build() -> LessonBuilder:
         cross-entropy with `ignore_index`, and Part 03's Triton kernels are wrapped in `autograd.Function`s like
         yours.
     """)
+    lesson.mistakes()
     return lesson

@@ -37,6 +37,7 @@ def build() -> LessonBuilder:
         - 反向：`torch.autograd.detect_anomaly()` 让反向中第一个返回 NaN 的函数报错，错误信息含其名字（如 `SqrtBackward0`），并打印对应的前向调用栈。
         - 经典陷阱：`torch.where(x > 0, x.sqrt(), 0)` 前向没问题，但未选中分支的梯度 0·inf = NaN；零向量归一化 0/0。
         - 异常检测很慢，只在调试时打开，结束后要关闭。
+        {易错点}
         """
     )
     lesson.md(r"""
@@ -231,9 +232,7 @@ def build() -> LessonBuilder:
         **`first_nonfinite_module`.** One closure per module captures its name; the list `first` keeps only the
         first bad name because later hooks (the parents, and every module after the source) see the spread
         values. `torch.isfinite` catches `nan`, `+inf` and `-inf` at once. The `finally` block removes the hooks even
-        when the forward raises. *Mistakes* (the mutants in `tests/mutants/p00_debugging.py`): `torch.isnan` (blind
-        to fp16 overflow), keeping the last name (the root), hooks on the top-level children only (names
-        `model`, `lm_head`: too coarse), no `finally`, ignoring tuple outputs.
+        when the forward raises.
 
         **`first_nan_backward`.** Anomaly mode turns the first `nan` *returned by a backward function* into an
         exception; the message names the node. The `try` catches only `RuntimeError`, and the regex decides whether
@@ -241,7 +240,9 @@ def build() -> LessonBuilder:
         on an exception. *Mistakes*: `torch.autograd.set_detect_anomaly(True)` without switching it off (every
         later backward in the process runs slowly), returning `None` for every `RuntimeError` (a real bug
         reported as "no NaN").
-
+    """)
+    lesson.mistakes()
+    lesson.md(r"""
         **What production training does.** Megatron-LM and DeepSpeed check the gradient norm for `nan`/`inf` every
         step and skip the step (fp16's dynamic loss scaling lowers the scale and retries,
         [p02.mixed_precision](../02_PyTorch_Algorithms/17_Mixed_Precision.ipynb)); large runs log per-layer

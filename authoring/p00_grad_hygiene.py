@@ -38,6 +38,7 @@ def build() -> LessonBuilder:
         - 冻结参数：`p.requires_grad_(False)`，其 `.grad` 保持 `None`；按模块边界匹配名字（`name == p or name.startswith(p + ".")`），否则 `layers.1` 会误配 `layers.10`。
         - `.grad` 会累加：先 `zero_grad()`，每个微批 (micro-batch) 的损失除以微批数再 `backward()`，最后只 `step()` 一次；在循环内清零梯度是典型错误。
         - EMA：`ema ← decay·ema + (1−decay)·θ`，在 `torch.no_grad()` 下原地更新（否则对需要梯度的叶子张量原地修改会报错）。
+        {易错点}
         """
     )
     lesson.md(r"""
@@ -298,7 +299,7 @@ def build() -> LessonBuilder:
         **`predict`.** `try`/`finally` restores the flag on every exit, the `return` included. `inference_mode`
         rather than `no_grad` because nothing here will ever need autograd; its outputs are inference tensors
         (`out.is_inference()`), which autograd refuses if you later try to use them in training: clone them first.
-        *Mistakes* (mutants in `tests/mutants/p00_grad_hygiene.py`): forgetting `eval()` (dropout noise in every
+        *Mistakes*: forgetting `eval()` (dropout noise in every
         evaluation), leaving the model in eval mode (the rest of training runs without dropout), `no_grad` where
         `inference_mode` was asked. Production: Hugging Face's `generate` is decorated with `@torch.no_grad()`; vLLM
         runs its model runner under `torch.inference_mode()`.
@@ -324,4 +325,5 @@ def build() -> LessonBuilder:
         `ModelEmaV3` and diffusers' `EMAModel` add a warm-up of the decay. Next:
         [p00.module_basics](07_Module_Basics.ipynb) looks at parameters, buffers and `state_dict` in depth.
     """)
+    lesson.mistakes()
     return lesson

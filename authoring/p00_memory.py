@@ -38,6 +38,7 @@ def build() -> LessonBuilder:
         - bf16 混合精度 + AdamW：每参数 16 字节（ZeRO 论文）；Llama-3-8B 约 128 GB，还没算激活值。
         - 激活值：autograd 为反向保存的张量，用 `torch.autograd.graph.saved_tensors_hooks` 可以逐个看到；参数不算激活值。
         - GPU 上 `torch.cuda.memory_allocated` 按 512 字节对齐取整，缓存分配器还会保留已释放的块（`memory_reserved`）。
+        {易错点}
         """
     )
     lesson.md(r"""
@@ -263,7 +264,7 @@ def build() -> LessonBuilder:
 
         **`storage_bytes`.** A dict keyed by `untyped_storage().data_ptr()` counts each block once; `nbytes()` is
         the size of the whole block, however small the view. Two empty tensors have no block (address 0, 0 bytes),
-        so they cannot be confused with a real one. *Mistakes* (the mutants in `tests/mutants/p00_memory.py`):
+        so they cannot be confused with a real one. *Mistakes*:
         `numel() * element_size()` (a slice of a 16.8 GB logits tensor then looks like 4 MB), no deduplication (a
         weight and its transpose counted twice).
 
@@ -286,4 +287,5 @@ def build() -> LessonBuilder:
         `torch.cuda.memory_summary()`, `torch.cuda.max_memory_allocated()` and the memory snapshot
         (`torch.cuda.memory._record_memory_history`, viewed at pytorch.org/memory_viz) are the GPU tools.
     """)
+    lesson.mistakes()
     return lesson

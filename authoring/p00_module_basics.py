@@ -37,6 +37,7 @@ def build() -> LessonBuilder:
         - `load_state_dict(strict=True)` 要求键完全一致；`strict=False` 返回 `missing_keys` / `unexpected_keys`，务必检查。
         - `register_forward_hook` 可以不改模型代码就记录中间激活；记得 `.detach()` 并在 `finally` 中 `handle.remove()`。
         - `model.apply(fn)` 对每个子模块（后序遍历）调用 `fn`，常用于初始化：GPT-2 风格为 `N(0, 0.02)`，偏置为 0，归一化层增益为 1。
+        {易错点}
         """
     )
     lesson.md(r"""
@@ -296,8 +297,7 @@ def build() -> LessonBuilder:
         `self.training`: `model.eval()` flips that flag on every submodule, and evaluation or generation must not
         change training statistics (the bug BatchNorm users know: running stats updated during validation). The
         lookup `weight[ids]` is what `F.embedding` does; its backward scatters gradients back into the looked-up
-        rows (a token seen twice gets the sum). *The mistakes the checks catch* (mutants in
-        `tests/mutants/p00_module_basics.py`): the scale as a persistent buffer (checkpoints from `nn.Embedding` no
+        rows (a token seen twice gets the sum). *The usual mistakes*: the scale as a persistent buffer (checkpoints from `nn.Embedding` no
         longer load strictly) or as a plain attribute (it stays behind on `.to()`); the counter as a plain tensor
         (lost at save time) or updated in eval mode; no validation of the ids.
 
@@ -326,4 +326,5 @@ def build() -> LessonBuilder:
         tables that Hugging Face derives from `inv_freq`, a non-persistent buffer, and [p02.tiny_llama](../02_PyTorch_Algorithms/08_Tiny_Llama.ipynb) loads a
         real state_dict into your model.
     """)
+    lesson.mistakes()
     return lesson

@@ -36,6 +36,7 @@ def build() -> LessonBuilder:
         - 推理（eval）时用 running_mean/running_var，结果与 batch 里的其他样本无关；训练时每个样本的输出依赖同 batch 的其他样本。
         - running 统计量是 buffer（不是参数），更新时不能带梯度（`torch.no_grad()`）。
         - LLM 用 LayerNorm/RMSNorm：变长序列与 padding、batch=1 的自回归解码、以及因果模型中 batch 统计量泄露未来 token 的信息，都让 BatchNorm 不适用。
+        {易错点}
         """
     )
     lesson.md(r"""
@@ -307,7 +308,7 @@ def build() -> LessonBuilder:
         rows with a large offset and never negative. `keepdim=True` leaves `(..., 1)` statistics that broadcast over
         the `d` features. `rsqrt(var + eps)` is one operation and puts `eps` under the root, as `nn.LayerNorm` does.
         The affine part is applied in float32 and the result cast once at the end.
-        *Mistakes* (the mutants in `tests/mutants/p00_normalization.py`): `x.var(-1)` (unbiased, off by a factor
+        *Mistakes*: `x.var(-1)` (unbiased, off by a factor
         $\sqrt{d/(d-1)}$, 3% for $d = 16$), `/(std + eps)`, the one-pass $\overline{x^2} - \mu^2$, normalising
         over `dim=0`, computing in fp16.
 
@@ -334,4 +335,5 @@ def build() -> LessonBuilder:
         its backward and the Hugging Face module as reference; [p02.llama_block](../02_PyTorch_Algorithms/07_Llama_Block.ipynb)
         puts it before attention and the MLP (pre-norm).
     """)
+    lesson.mistakes()
     return lesson

@@ -33,7 +33,7 @@ def build() -> LessonBuilder:
         - 广播不拷贝数据：尺寸为 1 的维度以步长 0 被“拉伸”，所以 `(B, 1, 1, S)` 的掩码可以直接作用于 `(B, H, T, S)`。
         - `einsum` 的下标字符串给每个轴命名：输入中出现、输出中省略的字母被求和（缩并），输出中的字母决定结果的轴顺序。
         - 注意力分数 `"bhtd,bhsd->bhts"`，输出 `"bhts,bhsd->bthd"` 直接得到合并头之前的布局；`nn.Linear` 是 `"...i,oi->...o"`（权重形状 `(d_out, d_in)`）。
-        - 常见错误：把 `(T,)` 与 `(T, 1)` 混用导致意外的 `(T, T)` 广播；einsum 输出字母顺序写错得到转置的结果而不报错。
+        {易错点}
         """
     )
     lesson.md(r"""
@@ -291,7 +291,7 @@ def build() -> LessonBuilder:
         **`broadcast_shape`.** Walk the aligned positions; at each, every operand contributes its size or 1 when it
         is too short. Sizes of 1 never constrain; the first size other than 1 sets the result, and any later size
         other than 1 must equal it. Note that 0 is not 1: `(0,)` and `(3,)` clash, while `(0,)` and `(1,)` give `(0,)`.
-        *The mistakes* (mutants in `tests/mutants/p00_numpy_einsum.py`): aligning on the left, taking the maximum of
+        *The mistakes*: aligning on the left, taking the maximum of
         the sizes without checking them (so `(2,)` and `(3,)` "broadcast" to `(3,)`), treating 0 like 1, and the
         length of the result from the first shape instead of the longest.
 
@@ -323,4 +323,5 @@ def build() -> LessonBuilder:
         builds GQA and padding masks on these rules, and [p02.moe_router](../02_PyTorch_Algorithms/09_MoE_Router.ipynb)
         dispatches tokens to experts with one-hot einsums.
     """)
+    lesson.mistakes()
     return lesson

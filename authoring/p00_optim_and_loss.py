@@ -35,6 +35,7 @@ def build() -> LessonBuilder:
         - 交叉熵 = logsumexp(z) − z[目标]；`ignore_index` 的位置既不计入损失，也不计入分母（平均只除以有效 token 数）。
         - SGD 动量：`buf = μ·buf + (1−dampening)·g`，但第一步 `buf = g`（PyTorch 不做阻尼）；Nesterov 用 `g + μ·buf`；权重衰减把 `λ·p` 加到梯度上（L2，不是解耦的 AdamW 衰减）。
         - 与 `torch.optim.SGD` 保持相同的状态键 `momentum_buffer`，才能互相加载 `state_dict`。
+        {易错点}
         """
     )
     lesson.md(r"""
@@ -311,7 +312,7 @@ def build() -> LessonBuilder:
         **`linear` and `embedding`.** `x @ weight.T` contracts `x`'s last axis with the weight's *second*; matmul
         broadcasts over the leading axes, so `(B, T, d_in)` needs no reshape. `weight[ids]` is a gather whose
         backward is an index-add (a scatter-add), which is what `nn.Embedding` does without `sparse=True`.
-        *Mistakes* (mutants in `tests/mutants/p00_optim_and_loss.py`): `x @ weight` (only "works" when the weight
+        *Mistakes*: `x @ weight` (only "works" when the weight
         is square, and then it is silently transposed), a bias added on the wrong axis, no id validation.
 
         **`softmax` and `silu`.** The max subtraction changes nothing mathematically and everything numerically;
@@ -341,4 +342,5 @@ def build() -> LessonBuilder:
         this loss, and [p02.adamw](../02_PyTorch_Algorithms/14_AdamW.ipynb) is the optimizer LLMs actually use, built
         the same way as your `SGD`.
     """)
+    lesson.mistakes()
     return lesson

@@ -38,6 +38,7 @@ def build() -> LessonBuilder:
         - profiler 表里：self 时间 = 算子本身（不含子算子），total 时间 = 含所有子算子；找瓶颈按 self 时间排序。
         - `aten::linear` 的 total 很大但 self 很小：真正花时间的是它内部的 `aten::addmm`。
         - 检查永远不断言具体耗时：计时结果取决于机器。
+        {易错点}
         """
     )
     lesson.md(r"""
@@ -238,8 +239,7 @@ def build() -> LessonBuilder:
 
         **`benchmark`.** The `sync` before `t0` drains whatever is still queued (the warm-up, the previous run's
         tail); the `sync` before `t1` makes the clock wait for the work itself. Each call is timed alone, so one
-        disturbed run is one outlier among `repeats`, which the median ignores. *Mistakes* (the mutants in
-        `tests/mutants/p00_profiling.py`): no `sync` after `fn` (on a GPU, the launch time); no `sync` before `t0`
+        disturbed run is one outlier among `repeats`, which the median ignores. *Mistakes*: no `sync` after `fn` (on a GPU, the launch time); no `sync` before `t0`
         (the first run pays for the warm-up); the mean; timing all repeats at once and dividing (the mean again,
         with the outliers in it); warm-up calls that are also timed.
 
@@ -259,4 +259,5 @@ def build() -> LessonBuilder:
         timings into a fraction of the hardware's peak, and every Triton lesson from
         [p03.vector_add](../03_Triton_Kernels/01_Vector_Add.ipynb) on benchmarks this way.
     """)
+    lesson.mistakes()
     return lesson

@@ -40,6 +40,7 @@ def build() -> LessonBuilder:
         - 配置用 `@dataclass(frozen=True)`，在 `__post_init__` 中校验（`hidden % heads == 0`、`heads % kv_heads == 0`），`from_dict` 拒绝未知键，防止拼写错误被静默忽略。
         - 生成器 (generator) 惰性地逐块产出数据：函数体在第一次 `next()` 时才执行，只读取所需的文档。
         - 训练块：每个块取 `block_size + 1` 个 token，输入是前 `block_size` 个，目标是后 `block_size` 个；相邻块重叠一个 token，每个 token 恰好作为一次目标。
+        {易错点}
         """
     )
     lesson.md(r"""
@@ -359,7 +360,7 @@ def build() -> LessonBuilder:
         **`pad_batch` and `position_ids`.** The mask is written from each row's length, never compared with `pad_id`,
         so an eos reused as padding stays a real token. Left padding only moves the start column,
         `width - len(row)`. `cumsum(mask) - 1` counts the real tokens before each place, which is a correct position
-        for left, right and even gappy masks. *Mistakes* (the mutants in `tests/mutants/p00_python_for_llm.py`): the
+        for left, right and even gappy masks. *Mistakes*: the
         mask from `ids != pad_id`, position ids `arange(T)` (RoPE then shifts every left-padded row), truncation that
         keeps the *last* tokens, left padding ignored. Production: Hugging Face tokenizers pad in Rust
         (`tokenizer(texts, padding=True, return_tensors="pt")`); `DataCollatorWithPadding` also rounds `T` up to a
@@ -382,4 +383,5 @@ def build() -> LessonBuilder:
         pre-tokenize into indexed binary files and shuffle at the document and block level. Next:
         [p00.tensor_basics](03_Tensor_Basics.ipynb) makes these id tensors into masks and reductions.
     """)
+    lesson.mistakes()
     return lesson

@@ -36,6 +36,7 @@ def build() -> LessonBuilder:
         - 加性掩码用 `torch.finfo(dtype).min` 而不是 `-inf`：整行都被屏蔽时 `-inf` 会让 softmax 得到 NaN。
         - 归约 (reduction) 时 `keepdim=True` 保留被归约的维度（大小为 1），便于与原张量广播；掩码平均要除以真实元素个数，而不是总长度。
         - `argmax(dim=-1)` 沿词表维取预测；准确率只在未被 `ignore_index` 屏蔽的位置上计算。
+        {易错点}
         """
     )
     lesson.md(r"""
@@ -271,7 +272,7 @@ def build() -> LessonBuilder:
         ## 7. Reading the solutions
 
         **`move_batch`.** `dtype.is_floating_point` and `tensor.is_floating_point()` make the decision; `.to(device=,
-        dtype=)` does both moves in one copy. *Mistakes* (mutants in `tests/mutants/p00_tensor_basics.py`): casting
+        dtype=)` does both moves in one copy. *Mistakes*: casting
         every tensor (ids become bfloat16 and round), forgetting the device for the integer tensors (the embedding
         lookup then fails with "Expected all tensors to be on the same device"), modifying the caller's dict.
         Production: Hugging Face's `BatchEncoding.to(device)` only moves tensors, `BatchFeature.to` also casts the
@@ -294,4 +295,5 @@ def build() -> LessonBuilder:
         `argmax` over the wrong axis, counting ignored positions in the denominator. Next:
         [p00.tensor_layout](04_Tensor_Layout.ipynb) looks under the shape at strides and views.
     """)
+    lesson.mistakes()
     return lesson

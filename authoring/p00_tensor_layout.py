@@ -38,6 +38,7 @@ def build() -> LessonBuilder:
         - 经典错误：`y.transpose(1, 2).view(B, T, C)` 报错；要么 `.contiguous().view(...)`（显式拷贝），要么
           `reshape`（必要时自动拷贝）。解码时 T = 1 不报错，预填充 (prefill) 时才报错。
         - `as_strided` 可以零拷贝地构造滑动窗口（滑动窗口注意力、长文本切块评估），结果与 `unfold` 相同；写入共享存储会相互影响。
+        {易错点}
         """
     )
     lesson.md(r"""
@@ -370,7 +371,7 @@ def build() -> LessonBuilder:
         **`contiguous_strides`.** One pass from the right keeps a running product: the stride of a dimension is the
         number of elements in everything to its right. `max(size, 1)` reproduces PyTorch's convention for empty
         dimensions (a `(3, 0)` tensor has strides `(1, 1)`). Cost: $O(k)$ integer multiplications.
-        *The mistakes* (mutants in `tests/mutants/p00_tensor_layout.py`): multiplying before appending (every
+        *The mistakes*: multiplying before appending (every
         stride one dimension too large, and the last stride not 1), returning the strides in reversed order
         (column-major, Fortran order: what NumPy's `order="F"` gives), and dropping the `max(·, 1)`.
 
@@ -406,4 +407,5 @@ def build() -> LessonBuilder:
         KV-head `expand` of grouped-query attention (stride 0), and the strides you pass to every Triton kernel
         in Part 03.
     """)
+    lesson.mistakes()
     return lesson

@@ -38,6 +38,7 @@ def build() -> LessonBuilder:
         - 梯度裁剪：总范数超过 `max_norm` 时按比例缩小所有梯度，`clip_grad_norm_` 在 `backward` 之后、`step` 之前调用。
         - 检查点 (checkpoint) 要保存模型、优化器状态（AdamW 的一阶、二阶矩和步数）、全局步数和随机数生成器状态；缺一项就无法精确续训。
         - 用 `torch.load(path, weights_only=True)` 加载：只含张量和基本类型，不执行任意 pickle 代码。
+        {易错点}
         """
     )
     lesson.md(r"""
@@ -285,8 +286,7 @@ def build() -> LessonBuilder:
         left the model in eval mode. The batch indices are drawn before the forward, so the generator is consumed in
         the same order on every run and after every resume. `reshape(-1, V)` and `reshape(-1)` flatten `(B, T)` into
         `B*T` tokens for `F.cross_entropy`, which wants the classes on axis 1. `loss.item()` synchronises with the GPU
-        once per step: large runs log every $n$ steps instead. *Mistakes* (mutants in
-        `tests/mutants/p00_training_loop.py`): no `model.train()`, `clip_grad_norm_` before `backward` (it clips the
+        once per step: large runs log every $n$ steps instead. *Mistakes*: no `model.train()`, `clip_grad_norm_` before `backward` (it clips the
         previous step's gradients, or nothing), targets equal to the inputs (the model learns the identity), `zero_grad`
         after `backward`.
 
@@ -300,4 +300,5 @@ def build() -> LessonBuilder:
         (`torchdata`'s `StatefulDataLoader`). Next: [p02.tiny_llama](../02_PyTorch_Algorithms/08_Tiny_Llama.ipynb)
         puts a real model inside this loop.
     """)
+    lesson.mistakes()
     return lesson

@@ -24,7 +24,7 @@ def build() -> LessonBuilder:
         - reduce-scatter、all-gather、all-to-all 各 $(p-1)\alpha + \frac{p-1}{p} n\beta$：ZeRO-2/3、FSDP、MoE 专家并行的通信都是它们。
         - nccl-tests 的 busbw = algbw × $2(p-1)/p$ 正是为了把 all-reduce 的带宽项换算回链路带宽。
         - 用 gloo 在 2–4 个进程里手写环形 all-reduce，逐条数消息和字节，与模型对照。
-        - 常见错误：忘了 all-gather 那一半、$\log_2 p$ 不向上取整、把 $n$ 当成每块大小、收到的块没有累加。
+        {易错点}
 
         Data-parallel training all-reduces every gradient every step. For Llama-3-8B in bf16 that is 16 GB per step;
         on 8 GPUs joined by NVLink at 450 GB/s per direction (H100 SXM, NVIDIA datasheet: 900 GB/s bidirectional) a
@@ -183,7 +183,7 @@ def build() -> LessonBuilder:
         ## 3. Reading the solutions
 
         **`collective_time`.** One structure covers four collectives: $p - 1$ steps of one chunk of $n/p$, once
-        (reduce-scatter, all-gather, all-to-all) or twice (all-reduce). The mistakes the checks catch: *the
+        (reduce-scatter, all-gather, all-to-all) or twice (all-reduce). The usual mistakes: *the
         all-reduce bandwidth term without its factor 2* (only the reduce-scatter half), *$\log_2 p$ not rounded up*
         (6 ranks need 3 levels, not 2.58), *$n$ taken as the chunk size* (a factor $p$), and *a cost for one rank*.
         nccl-tests reports `busbw = algbw * 2(p-1)/p` for all-reduce (its `PERFORMANCE.md`) precisely so that the
@@ -199,4 +199,5 @@ def build() -> LessonBuilder:
         the time of the last formula behind computation; FSDP and ZeRO-3 use reduce-scatter for gradients and
         all-gather for parameters, whose sum is exactly one all-reduce's traffic.
     """)
+    lesson.mistakes()
     return lesson

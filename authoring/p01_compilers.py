@@ -25,7 +25,7 @@ def build() -> LessonBuilder:
         - 死代码消除 (dead code elimination, DCE)：逆序遍历，删掉没有使用者、也没有副作用的节点；输入、输出和原地 (in-place) 操作要保留。
         - `torch.compile` = Dynamo（Python 字节码 → FX 图 + 守卫 guards）+ 后端；自定义后端就是一个函数
           `backend(gm, example_inputs)`，可以记录 Dynamo 交来的每张图，数出图中断 (graph break)。
-        - 常见错误：只认一种乘法顺序、把被别处使用的 sigmoid 删掉、不看 dtype 就折叠、正序遍历做 DCE（漏掉死链）、删掉原地操作。
+        {易错点}
 
         A SwiGLU MLP written in eager PyTorch as `gate * torch.sigmoid(gate) * up` launches three elementwise kernels
         and moves $5N$ elements through memory for the activation alone (sigmoid reads $N$ and writes $N$, the
@@ -386,7 +386,7 @@ def build() -> LessonBuilder:
         **`fuse_silu`.** Matching is the work: a pattern has several spellings (`operator.mul`, `torch.mul`,
         `Tensor.mul`; `torch.sigmoid`, `x.sigmoid()`) and two orders, and each must bind the *same* node `x` on both
         sides. Erasing the sigmoid only when its `users` are empty keeps a program that also reads it elsewhere
-        correct. The mistakes the checks catch: *one order only*, *erasing a sigmoid that is still read* (fx refuses,
+        correct. The usual mistakes: *one order only*, *erasing a sigmoid that is still read* (fx refuses,
         or the program changes), *fusing `x * sigmoid(y)`*. `torch.fx.subgraph_rewriter.replace_pattern(gm, pattern,
         replacement)` does this matching for any pattern written as a function; Inductor's pattern matcher
         (`torch/_inductor/pattern_matcher.py`) does it on the graphs of `torch.compile`. Inductor would not need this
@@ -410,4 +410,5 @@ def build() -> LessonBuilder:
         What the backend receives is a forward graph of ATen-level or torch-level calls; AOTAutograd then traces the
         backward into a joint graph and lowers both to ATen operators before Inductor schedules and fuses them.
     """)
+    lesson.mistakes()
     return lesson

@@ -23,7 +23,7 @@ def build() -> LessonBuilder:
           $= 6ND / (\text{峰值 FLOP/s} \times \text{MFU} \times 3600)$。
         - 用公开数字核对：Llama 3.1 405B 报告 30.84M H100 GPU 小时；按 15.6T token、MFU 40% 估算约 26.6M。
         - DeepSeek-V3 报告预训练 2.664M H800 GPU 小时，按每小时 2 美元共 557.6 万美元（全部训练）；反推其 MFU（约 35%）。
-        - 常见错误：漏乘 6（只算前向 $2ND$）、MoE 用总参数、忘记除以 GPU 数得到天数、把利用率乘反。
+        {易错点}
 
         What does a token cost? For an API provider it is the GPU-hour price divided by the tokens those hours
         produce; for a lab it is the GPU-hours a training run consumes. Both follow from numbers earlier lessons
@@ -190,7 +190,7 @@ def build() -> LessonBuilder:
         ## 5. Reading the solutions
 
         **`cost_per_million_tokens`.** Idle time is paid for: utilization *divides* the tokens, it does not discount the
-        price. The mistakes the checks catch: *multiplying by the utilization* (a half-idle server looks four times
+        price. The usual mistakes: *multiplying by the utilization* (a half-idle server looks four times
         cheaper than it is), *forgetting the number of GPUs* (a tensor-parallel deployment of 8 GPUs costs 8 times the
         price per hour for its tokens), *per thousand tokens*.
 
@@ -205,4 +205,5 @@ def build() -> LessonBuilder:
         Total cost of ownership replaces the rental price by purchase price over depreciation years plus power,
         cooling and networking.
     """)
+    lesson.mistakes()
     return lesson

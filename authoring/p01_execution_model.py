@@ -27,6 +27,7 @@ def build() -> LessonBuilder:
         - 各架构上限（CUDA 编程指南 "Technical Specifications per Compute Capability"）：H100 (sm_90) 每 SM 64 warp、
           32 块、228 KB 共享内存；RTX 4090 (sm_89) 48 warp、24 块、100 KB；T4 (sm_75) 32 warp、16 块、64 KB。
         - 与暴力装箱 (brute-force packing) 模拟和公开上限表比对。
+        {易错点}
 
         A kernel launch is not "run this function N times". It is a grid of blocks (CUDA) or programs (Triton), each
         placed on one of the GPU's streaming multiprocessors (SMs: 132 on an H100 SXM), each SM holding as many blocks
@@ -239,7 +240,7 @@ def build() -> LessonBuilder:
         ## 5. Reading the solutions
 
         **`program_to_tile`.** Everything is integer arithmetic on `pid`, the only thing a program knows about itself.
-        The mistakes the checks catch: *a full-height last group* (`height = group_m` always: when $n_M$ is not a
+        The usual mistakes: *a full-height last group* (`height = group_m` always: when $n_M$ is not a
         multiple of $G$, the last programs compute tiles outside the matrix and some tiles are never computed),
         *row and column swapped inside the group* (still a bijection on full groups, but not the tutorial's order,
         and a wrong one on the last group), and *the group index `pid // group_m`* (a group holds
@@ -257,4 +258,5 @@ def build() -> LessonBuilder:
         spending registers and shared memory on larger tiles and hiding latency with asynchronous copies (`cp.async`,
         TMA on Hopper) instead of with more warps.
     """)
+    lesson.mistakes()
     return lesson

@@ -26,6 +26,7 @@ def build() -> LessonBuilder:
         - 原子写 (atomic write)：先写临时文件、`flush` + `fsync`，再 `os.replace` 改名；进程在写到一半被杀，
           旧检查点仍完好。直接覆盖写会留下截断的文件。
         - 评分时会真的在子进程写到一半时把它杀掉。
+        {易错点}
 
         Long training runs fail, and not rarely. Meta's Llama 3 report (arXiv:2407.21783, Sec. 3.3.4) counts 466 job
         interruptions in a 54-day snapshot of pre-training on up to 16,384 H100 GPUs, 419 of them unexpected (78%
@@ -309,7 +310,7 @@ def build() -> LessonBuilder:
 
         **`checkpoint_interval`.** Young's formula balances the two first-order wastes; Daly's adds the next terms
         and caps the interval at $M$ when a checkpoint costs more than two MTBFs (no interval then does much good).
-        The mistakes the checks catch: *$\sqrt{\delta M}$* (the factor 2 of the half-segment lost on average),
+        The usual mistakes: *$\sqrt{\delta M}$* (the factor 2 of the half-segment lost on average),
         *$\sqrt{2\delta/M}$* (units: the interval must grow with $M$), *Daly without the $-\delta$*.
 
         **`expected_goodput`.** The mistakes: *the restart paid without its own risk* ($R$ added instead of the
@@ -333,4 +334,5 @@ def build() -> LessonBuilder:
         Gemini-style in-memory checkpoints (keeping copies on peer hosts' RAM) shrink both $\delta$ and $R$; the
         Llama 3 report attributes its >90% effective training time to automation that restarts the job quickly.
     """)
+    lesson.mistakes()
     return lesson

@@ -23,9 +23,7 @@ def build() -> LessonBuilder:
         - 外层循环遍历 $Q$ 块（FlashAttention-2 的顺序）：$Q$、$O$ 各读写一次，$K$、$V$ 每个 $Q$ 块读一遍：
           $2Nd + 2Nd\lceil N/B_q \rceil$ 个元素。
         - SRAM 大小 $M$ 决定 $B_q \approx M/(4d)$，于是 HBM 访问量 $\Theta(N^2 d^2 / M)$（论文 Theorem 2），SRAM 越大读写越少。
-        - 常见错误：在线 softmax 忘了用 $e^{m_{old}-m_{new}}$ 重新缩放累加器或分母、最后忘了除以 $\ell$、漏掉最后一个较短的块、
-          每个 Q 块一次读入全部 K/V 再做普通 softmax（字节数等于公式，但 SRAM 放不下：检查会测量每次读入的块有多大）、
-          在 bf16 中累加。
+        {易错点}
 
         On an A100, the FlashAttention paper (Dao et al., 2022, arXiv:2205.14135, Figure 2) measured attention for
         GPT-2 medium (sequence 1024, head size 64, 16 heads, batch 64, forward and backward): the standard implementation
@@ -268,7 +266,7 @@ def build() -> LessonBuilder:
         compiler such as `torch.compile` fuses the scaling and softmax but still writes $S$ and $P$.
 
         **`tiled_attention`.** Three state tensors per $Q$ block ($m$, $\ell$, the accumulator) and one rescaling
-        factor per step. The mistakes the checks catch: *the accumulator or the denominator not rescaled by $\alpha$*
+        factor per step. The usual mistakes: *the accumulator or the denominator not rescaled by $\alpha$*
         (right only when the first block happened to hold the row maximum), *no final division by $\ell$*, *the last,
         shorter $Q$ block dropped* (lengths that are not multiples of the block leave rows of $O$ unwritten), *all of
         $K$ and $V$ loaded once per $Q$ block with a plain softmax over the whole row* (right values and exactly the
@@ -285,4 +283,5 @@ def build() -> LessonBuilder:
         block holds the whole sequence). Decoding is the other extreme: $N_q = 1$, so $K$ and $V$ are read exactly once
         and the kernel is purely bandwidth-bound (FlashDecoding splits the keys across SMs instead, `p01.kv_cache_math`).
     """)
+    lesson.mistakes()
     return lesson

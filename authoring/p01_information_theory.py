@@ -25,6 +25,7 @@ def build() -> LessonBuilder:
         - 困惑度 (perplexity) $= \exp(\text{每个 token 的平均负对数似然})$：按 token 平均，而不是先按序列平均；
           忽略 `-100` 标签和填充位置，并把 logits 与标签错开一位。
         - 两个对角高斯的 KL 有闭式解；蒙特卡洛估计的误差按 $1/\sqrt{N}$ 缩小，检查用标准误差来判断。
+        {易错点}
 
         A language model's training loss is a cross-entropy; the number a paper reports is its exponential, the
         perplexity (GPT-2 at 1.5B parameters: 17.48 on WikiText-103, Radford et al., 2019, Table 3); a distillation
@@ -259,7 +260,7 @@ def build() -> LessonBuilder:
         ## 5. Reading the solutions
 
         **`entropy`.** `log_softmax` gives exact log-probabilities; `exp` of them gives $p$; `torch.where(p > 0, ...)`
-        implements $0 \log 0 = 0$ (`torch.special.xlogy(p, p)` does the same). The mistakes the checks catch:
+        implements $0 \log 0 = 0$ (`torch.special.xlogy(p, p)` does the same). The usual mistakes:
         *NaN on masked tokens* (no zero guard), *`softmax(...).log()`* (underflows to $-\infty$ for logits 100 apart,
         and then NaN again), *no upcast* (bf16 logits give an entropy off by a percent), *the sign* (entropy is
         $-\sum p \log p \ge 0$).
@@ -282,7 +283,8 @@ def build() -> LessonBuilder:
         **`gaussian_kl`.** Written with the variance ratio $r = \sigma_p^2 / \sigma_q^2$:
         $\tfrac12 (r + m^2 - 1 - \log r)$ per dimension. The mistakes: *variances where standard deviations are
         meant* ($\log(\sigma_q/\sigma_p)$ is half of $\log(\sigma_q^2/\sigma_p^2)$), *the direction swapped*, *a mean
-        over dimensions instead of a sum*, and a broken graph (`.item()`, `.detach()`), which the gradient check
-        catches. `torch.distributions.kl_divergence` registers this closed form (and many others) by pair of types.
+        over dimensions instead of a sum*, and a broken graph (`.item()`, `.detach()`: no gradient reaches the
+        inputs). `torch.distributions.kl_divergence` registers this closed form (and many others) by pair of types.
     """)
+    lesson.mistakes()
     return lesson

@@ -25,6 +25,7 @@ def build() -> LessonBuilder:
         - 显存预算 (memory budget)：权重之外的显存全部给 KV 缓存；按块 (block, vLLM 默认 16 token) 分配时要向上取整。
         - 解码每一步都要把权重和所有序列的 KV 缓存从 HBM 读一遍：吞吐上限 = 带宽 ÷ 每步字节数 × 批大小。
         - 这些数字都与 `transformers` 的 `DynamicCache` 实际分配的张量逐字节比对。
+        {易错点}
 
         Serving an LLM is mostly a memory problem. Every generated token attends to the keys and values of every
         earlier token, so an inference server keeps them, the KV cache (KV 缓存), in GPU memory for as long as a
@@ -272,8 +273,7 @@ def build() -> LessonBuilder:
     lesson.md(r"""
         ## 5. Reading the solutions
 
-        **`kv_bytes_per_token`.** The element size comes from the dtype, never a hard-coded 2. The mistakes the checks
-        catch: *the query heads instead of the KV heads* (GQA's point lost: 4× too much for Llama 3), *keys only*
+        **`kv_bytes_per_token`.** The element size comes from the dtype, never a hard-coded 2. The usual mistakes: *the query heads instead of the KV heads* (GQA's point lost: 4× too much for Llama 3), *keys only*
         (forgetting the factor 2 for values), *`head_dim = d / H` when the config sets it* (Qwen3), *MLA cached as
         decompressed per-head keys and values* (what a naive implementation stores: $H (d_{nope} + d_{rope} + d_v)$
         per layer, 40 960 elements for DeepSeek-V3 instead of 576), and *the rotary key forgotten* in MLA.
@@ -293,4 +293,5 @@ def build() -> LessonBuilder:
         Tensor parallelism splits the KV heads across GPUs, so each GPU holds $K / \text{TP}$ heads of every token (a
         reason $K = 8$ is common: it divides evenly over 8 GPUs).
     """)
+    lesson.mistakes()
     return lesson

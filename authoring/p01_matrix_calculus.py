@@ -24,7 +24,7 @@ def build() -> LessonBuilder:
         - 矩阵乘 $Y = AB$：$\bar A = \bar Y B^\top$，$\bar B = A^\top \bar Y$；批量维度被广播时还要对其求和。
         - softmax：$\bar x = y \odot (\bar y - \langle \bar y, y \rangle)$，只需保存输出 $y$。
         - 前向模式 (JVP) 一次得到 $J$ 的一列，反向模式 (VJP) 一次得到一行：标量损失只有一行，所以训练用反向模式。
-        - 常见错误：广播维度忘了求和、`sum(dim=())` 会对所有维度求和、`keepdim` 丢失、`mean` 忘了除以个数、并列最大值都给了梯度。
+        {易错点}
 
         Every `loss.backward()` in a training run is a chain of small rules, one per operation, each of which turns
         the gradient of an output into the gradient of its inputs. A Llama layer's backward is made of exactly the
@@ -277,7 +277,7 @@ def build() -> LessonBuilder:
         **`unbroadcast`.** Two sums, in that order: first the leading dims (after them the gradient has as many dims as
         the input), then the stretched size-1 dims with `keepdim=True`. The guard `if extra:` matters:
         `grad.sum(dim=())` sums over *every* dimension in PyTorch (an empty `dim` means "all"), which turns a gradient
-        that needed no reduction into a scalar. The mistakes the checks catch: *leading dims not summed*, *`keepdim`
+        that needed no reduction into a scalar. The usual mistakes: *leading dims not summed*, *`keepdim`
         lost* (shape `(3,)` instead of `(3, 1)`), *that empty `dim`*.
 
         **`reduction_vjp`.** `expand_as` is free (a stride-0 view), so `sum`'s backward moves no data until someone
@@ -299,4 +299,5 @@ def build() -> LessonBuilder:
         saved graph. `torch.func.jacrev` and `jacfwd` vectorise exactly these loops with `vmap` (one batched pass
         instead of $m$ or $n$), and `torch.func.hessian` is `jacfwd(jacrev(f))`.
     """)
+    lesson.mistakes()
     return lesson

@@ -26,6 +26,7 @@ def build() -> LessonBuilder:
         - 解码 (decode) 时一个批次读到的专家数期望为 $E\,(1 - (1 - k/E)^B)$：批次一大，MoE 就要读几乎全部专家，
           "只读激活参数" 的带宽优势消失。
         - 所有数字都与 meta 设备上建出的真实模型、一个小 Mixtral 的真实路由和蒙特卡洛路由模拟比对。
+        {易错点}
 
         A mixture-of-experts (MoE, 混合专家) model is two different sizes at once. DeepSeek-V3 stores 671B parameters,
         1.34 TB in BF16, yet a token's forward pass multiplies by only 37B of them (DeepSeek-AI, *DeepSeek-V3
@@ -372,7 +373,7 @@ def build() -> LessonBuilder:
         ## 8. Reading the solutions
 
         **`route_with_capacity`.** `topk` picks the experts (a softmax first would not change which: it is monotonic),
-        `bincount(..., minlength=E)` counts them and keeps experts nobody picked. The mistakes the checks catch:
+        `bincount(..., minlength=E)` counts them and keeps experts nobody picked. The usual mistakes:
         *counting only the first choice* (loads then sum to $T$, not $Tk$), *`bincount` without `minlength`* (a
         shorter tensor whenever the last experts are idle), *the Switch formula without $k$* ($C = \lceil cT/E
         \rceil$, right only for top-1: a top-2 model would drop about half its assignments), *floor instead of
@@ -401,4 +402,5 @@ def build() -> LessonBuilder:
         GPU of an expert-parallel group and batch hundreds of tokens: the weight bytes per step saturate at the total
         while the tokens per step keep growing.
     """)
+    lesson.mistakes()
     return lesson

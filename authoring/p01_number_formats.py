@@ -25,6 +25,7 @@ def build() -> LessonBuilder:
         - FP8 有两种：E4M3FN（最大 448，没有 inf，只有一个 NaN 编码）和 E5M2（最大 57344，有 inf）。
         - 饱和 (saturation)：生产系统把溢出值截到最大有限值，而不是变成 inf/NaN。
         - 本节所有编码器都与 `torch` 的类型转换逐位比对，但你的代码里不能出现 bf16/fp8 张量。
+        {易错点}
 
         An 8-billion-parameter model is 32 GB of weights in FP32, 16 GB in BF16 and 8 GB in FP8; an NVIDIA H100 SXM
         multiplies FP8 matrices at 1979 dense TFLOP/s, twice its 989 TFLOP/s in BF16 (NVIDIA H100 Tensor Core GPU
@@ -439,8 +440,8 @@ def build() -> LessonBuilder:
 
         **`float_format_limits`.** Everything follows from the bias and the convention for the top exponent. The only
         subtle line is $x_{\max}$: `ieee` loses the whole top exponent ($2^{e_{\text{top}}-1}(2 - 2^{-M})$), `fn`
-        loses one fraction value of it ($2^{e_{\text{top}}}(2 - 2 \cdot 2^{-M})$), `none` loses nothing. Mistakes the
-        checks catch: treating E4M3FN as IEEE (240 instead of 448), a bias of $2^{E-1}$ instead of $2^{E-1}-1$,
+        loses one fraction value of it ($2^{e_{\text{top}}}(2 - 2 \cdot 2^{-M})$), `none` loses nothing. The usual
+        mistakes: treating E4M3FN as IEEE (240 instead of 448), a bias of $2^{E-1}$ instead of $2^{E-1}-1$,
         reporting the unit roundoff $2^{-M-1}$ as epsilon (`torch.finfo(...).eps` is the gap after 1, $2^{-M}$), and
         an off-by-one in the smallest subnormal.
 
@@ -469,4 +470,5 @@ def build() -> LessonBuilder:
         it has FP32's range, so it is a drop-in storage format; FP16 needs a loss scale (`p02.mixed_precision`); FP8
         needs a scale per tensor or per block, chosen every step.
     """)
+    lesson.mistakes()
     return lesson

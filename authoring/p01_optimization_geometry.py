@@ -25,7 +25,7 @@ def build() -> LessonBuilder:
           每步收缩 $(\kappa - 1)/(\kappa + 1)$，$\kappa = \lambda_{\max}/\lambda_{\min}$ 是条件数 (condition number)。
         - 条件数大 ⇒ 步长被最陡的方向限制，平缓方向几乎不动：这就是 Adam、归一化、预条件 (preconditioning) 要解决的问题。
         - 等式约束 $Cx = d$：拉格朗日乘子 (Lagrange multiplier) 把问题变成 KKT 线性方程组，$\nabla f = -C^\top \lambda$。
-        - 常见错误：梯度符号写反、步长与 $\lambda_{\min}$ 而不是 $\lambda_{\max}$ 比较、KKT 矩阵少了 $C^\top$ 块。
+        {易错点}
 
         Training diverges when the learning rate is too large, and crawls when it is too small, and the boundary is
         not a matter of taste: Cohen et al. (2021, *Gradient Descent on Neural Networks Typically Occurs at the Edge of
@@ -230,7 +230,7 @@ def build() -> LessonBuilder:
     lesson.md(r"""
         ## 5. Reading the solutions
 
-        **`gradient_descent`.** One line of algebra per step. The mistakes the checks catch: *the gradient with the
+        **`gradient_descent`.** One line of algebra per step. The usual mistakes: *the gradient with the
         wrong sign* ($b - Ax$: ascent), *the gradient $Ax$ without $-b$* (converges, to 0 instead of $x^*$), and *the
         list of iterates without $x_0$*. With a fixed learning rate on a quadratic this is also what `torch.optim.SGD`
         does; momentum changes the recurrence to two terms and the optimal rate to $(\sqrt\kappa - 1)/(\sqrt\kappa + 1)$
@@ -249,4 +249,5 @@ def build() -> LessonBuilder:
         and *$b$ with the wrong sign in the right-hand side*. Large problems eliminate instead: the null-space method
         the check uses, or projected gradient descent, which alternates a gradient step and a projection onto $Cx = d$.
     """)
+    lesson.mistakes()
     return lesson

@@ -27,7 +27,7 @@ def build() -> LessonBuilder:
         - 每卡通信：TP 每层每个微批次前向 2 次、反向 2 次 all-reduce（重算再加 2 次）；PP 收发 $(b, T, d)$ 激活；
           DP 每步同步梯度 $2\frac{p-1}{p}$ 倍梯度字节，ZeRO-3 为 3 倍；EP 每个 MoE 层每次前/反向 2 次 all-to-all。
         - 规划器 (planner)：枚举所有合法计划，去掉超出显存预算的，取步时 (step time) 最小者；与暴力搜索逐一比对。
-        - 常见错误：KV 头按 $H$ 算、把归一化也切了、只看第一段的显存（最后一段有输出头）、ZeRO-3 的通信当成 2 倍。
+        {易错点}
 
         Llama 3 405B was trained on 16,384 H100 GPUs with 8-way tensor parallelism, 16-way pipeline parallelism and
         128-way data parallelism, at 38–43% of the GPUs' BF16 peak (Dubey et al., 2024, *The Llama 3 Herd of Models*,
@@ -518,7 +518,7 @@ def build() -> LessonBuilder:
         **`params_per_gpu`.** Validation carries half the lesson: every `%` is a reason a real launcher refuses a
         layout (Megatron-LM's `--tensor-model-parallel-size` must divide the heads; vLLM refuses a TP size that does
         not divide the KV heads unless it replicates them). The layer count per stage is a ceiling with the deficit
-        taken from the ends, as Llama 3 does. The mistakes the checks catch: *the KV projections counted with $H$
+        taken from the ends, as Llama 3 does. The usual mistakes: *the KV projections counted with $H$
         heads* (GQA's $K$ heads are what TP splits), *the norms split by TP* (they are replicated: each rank needs
         the whole gain), *the experts not divided by EP*, *the head forgotten on the last stage*. Megatron pads the
         vocabulary to a multiple of $128\,t_p$ instead of refusing, and replicates KV heads when $t_p > K$.
@@ -547,4 +547,5 @@ def build() -> LessonBuilder:
         planners exist (Alpa, Galvatron, Megatron's and NeMo's auto-configurators) and search exactly this space with
         profiled, not modelled, times.
     """)
+    lesson.mistakes()
     return lesson

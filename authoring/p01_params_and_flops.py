@@ -26,6 +26,7 @@ def build() -> LessonBuilder:
         - 长上下文时注意力项不可忽略：Llama-3-8B 在 $T \approx 29\text{k}$ 时注意力 FLOPs 与 $6N$ 相当。
         - 模型 FLOPs 利用率 MFU = 实际吞吐 × 每 token FLOPs ÷ 峰值算力；PaLM 540B 为 46.2%。
         - 所有公式都与 `transformers` 在 meta 设备上建出的真实模型和 `FlopCounterMode` 精确比对。
+        {易错点}
 
         "8B", "70B", "46.7B total, 12.9B active", "671B total, 37B activated": model names and announcements quote
         parameter counts, and budgets follow from them. Llama 3 405B took $3.8 \times 10^{25}$ FLOPs to pre-train on 15.6T
@@ -375,8 +376,8 @@ def build() -> LessonBuilder:
     lesson.md(r"""
         ## 6. Reading the solutions
 
-        **`dense_param_count`.** One line per module of the table in section 1. The mistakes the checks catch (the
-        mutants): *assuming $d_h = d / H$* (Qwen3 sets 128 with $d = 1024$, 16 heads), *K/V projections of full width*
+        **`dense_param_count`.** One line per module of the table in section 1. The usual mistakes:
+        *assuming $d_h = d / H$* (Qwen3 sets 128 with $d = 1024$, 16 heads), *K/V projections of full width*
         (forgetting GQA: Llama-3-8B becomes 8.8B), *counting the output head when it is tied* (Qwen3-0.6B), *forgetting the
         output bias* when `attention_bias=True` (`o_proj` has one too in Llama's code), *QK-norm gains per head*
         ($2 H d_h$ instead of $2 d_h$: the gain is shared by all heads), and *forgetting the final norm*.
@@ -404,4 +405,5 @@ def build() -> LessonBuilder:
         of 6N for full recomputation). Inference cost is $2N_{\text{active}}$ per generated token plus attention over
         the KV cache, which is memory-bound (`p01.roofline`, `p01.kv_cache_math`).
     """)
+    lesson.mistakes()
     return lesson

@@ -27,6 +27,7 @@ def build() -> LessonBuilder:
         - 缩放粒度 (granularity)：每张量 (per-tensor) → 每通道 (per-channel) → 每组 (per-group, 如 128)：
           一个离群值 (outlier) 只污染它自己那一行/组的步长。
         - 结果与 PyTorch 的 `torch.fake_quantize_per_*_affine`、数值积分和实测误差比对。
+        {易错点}
 
         A 70B-parameter model is 140 GB in BF16 and 35 GB in 4 bits: quantization (量化) decides whether it fits on
         one GPU, and, since decoding is memory-bound (`p01.kv_cache_math`), how fast it runs. Every 4-bit method you
@@ -291,7 +292,7 @@ def build() -> LessonBuilder:
         **`absmax_fake_quantize`.** One trick carries the three granularities: reshape so that every scale covers one
         row of a 2-D view (`(1, out·in)`, `(out, in)`, `(out·in/g, g)`), take `amax(dim=1)`, and the rest is the same
         code. Groups are *consecutive inputs of a row*, which is what `reshape` gives for a row-major `(out, in)`
-        tensor. The mistakes the checks catch: *$q_{\max} = 2^{b-1}$* (128 for INT8: the absmax lands on a code that
+        tensor. The usual mistakes: *$q_{\max} = 2^{b-1}$* (128 for INT8: the absmax lands on a code that
         does not exist, and is clamped to 127), *`trunc` or `floor` instead of `round`* (a biased error, four times the
         MSE), *the per-channel max over the wrong axis* (one scale per input column), *no guard for an all-zero
         group* (0/0: NaN everywhere in that group), and *returning float32* for a bf16 weight. `torch.round` rounds
@@ -311,4 +312,5 @@ def build() -> LessonBuilder:
         range. Activation quantization faces outliers that cannot be grouped away offline: LLM.int8() keeps outlier
         columns in FP16, SmoothQuant moves them into the weights (arXiv:2211.10438).
     """)
+    lesson.mistakes()
     return lesson

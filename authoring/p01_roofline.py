@@ -25,6 +25,7 @@ def build() -> LessonBuilder:
         - 注意力：FLOPs $= 4 B H T_q T_{kv} d$；融合实现的字节数 $= (Q + K + V + O)$，GQA 时 K/V 只有 $K$ 个头；
           预填充 (prefill) 计算受限，解码 (decode) 访存受限，强度约为 $H/K$。
         - FLOPs 与 `FlopCounterMode` 比对，字节数与真实张量的 `nbytes` 比对；峰值数据来自 NVIDIA 官方数据手册。
+        {易错点}
 
         An H100 SXM can do 989 trillion dense BF16 floating-point operations per second but read only 3.35 trillion
         bytes per second from its HBM (NVIDIA H100 Tensor Core GPU datasheet, dense BF16 and HBM3 bandwidth): to keep its tensor
@@ -251,7 +252,7 @@ def build() -> LessonBuilder:
     lesson.md(r"""
         ## 6. Reading the solutions
 
-        **`matmul_cost`.** Two products and a sum, in integers. The mistakes the checks catch: *$MNK$ FLOPs* (counting
+        **`matmul_cost`.** Two products and a sum, in integers. The usual mistakes: *$MNK$ FLOPs* (counting
         multiply-adds, half of what `FlopCounterMode`, datasheets and MFU count), *the output not written* (at $M = 1$
         that is small, for a square product a third of the traffic), and *elements instead of bytes* (a factor 2 in
         BF16, 4 in FP32).
@@ -274,4 +275,5 @@ def build() -> LessonBuilder:
         measured time is the budget for fusion (fewer HBM round trips), better tiling (more reuse from SRAM), and
         lower-precision storage.
     """)
+    lesson.mistakes()
     return lesson

@@ -26,7 +26,7 @@ def build() -> LessonBuilder:
           50% 非结构化稀疏反而更大。
         - 2:4 结构化稀疏：每 4 个连续输入元素保留 $|w|$ 最大的 2 个；值减半 + 每个保留值 2 位索引，
           fp16 下为稠密的 56%；NVIDIA 稀疏张量核 (Sparse Tensor Core) 的峰值算力翻倍。
-        - 常见错误：合并时只排行不排列、重复坐标没相加、`crow` 少了开头的 0、沿输出维而不是输入维分组、比较带符号的值而不是绝对值。
+        {易错点}
 
         Half of the weights of a 175B-parameter GPT can be set to zero after training with almost no loss in
         perplexity (SparseGPT: Frantar and Alistarh, 2023, arXiv:2301.00774, at 50% unstructured sparsity on
@@ -353,7 +353,7 @@ def build() -> LessonBuilder:
         **`coalesce`.** One integer key per coordinate, $rK + c$, turns a two-level sort into one sort, and
         `torch.unique(..., return_inverse=True)` hands back, for every input entry, the position of its run: the
         target of an `index_add_`. PyTorch's CPU `coalesce` does the same (it builds the same linear index). The
-        mistakes the checks catch: *sorting by row only* (columns inside a row stay in input order), *keeping the
+        usual mistakes: *sorting by row only* (columns inside a row stay in input order), *keeping the
         first duplicate* instead of the sum, *column-major keys* $cM + r$. Keys overflow int64 only past $2^{63}$
         entries; a 32-bit key overflows for a $65536 \times 65536$ matrix, which is why PyTorch's indices are int64.
 
@@ -383,4 +383,5 @@ def build() -> LessonBuilder:
         a format with almost no index overhead and hardware that doubles the math rate; the end-to-end gain is smaller
         than 2×, since the memory traffic of the dense activations does not halve.
     """)
+    lesson.mistakes()
     return lesson

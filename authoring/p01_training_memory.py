@@ -25,7 +25,7 @@ def build() -> LessonBuilder:
           每层 $\propto B\,T\,(d, d_{ff})$，外加注意力概率的 $B\,H\,T^2$ 项——长序列时它占大头。
         - Hugging Face 的 Llama 在 RMSNorm 和 softmax 里升到 fp32，所以 bf16 训练保存的字节并不是“元素数 × 2”。
         - 激活检查点 (activation checkpointing)：前向只留每层输入 $B T d$，反向时重算一层；峰值 = $L$ 个输入 + 一层激活。
-        - 常见错误：漏掉 fp32 主权重、切分时向下取整、把 GQA 的 $K$ 个头当作注意力保存的头数（eager 实现会复制成 $H$ 个）。
+        {易错点}
 
         Training Llama-3-8B (8.03 B parameters) with Adam in mixed precision keeps 16 bytes per parameter of *model
         states* alone: 128 GB, more than the 80 GB of an H100, before a single activation is stored. The ZeRO paper
@@ -317,7 +317,7 @@ def build() -> LessonBuilder:
 
         **`model_state_bytes`.** The shard is a ceiling division: a buffer of 10 elements over 4 GPUs pads to 12, 3 per
         GPU, never 2. Each stage adds one state to the sharded set, so the conditions are `>= 1`, `>= 2`, `>= 3`. The
-        mistakes the checks catch: *no fp32 master weights* (8 optimizer bytes: right for pure-bf16 training, not for
+        usual mistakes: *no fp32 master weights* (8 optimizer bytes: right for pure-bf16 training, not for
         mixed precision), *floor division* (a GPU would hold fewer elements than its slice), *a stage off by one*
         (gradients sharded by ZeRO-1, weights by ZeRO-2). What the table leaves out: temporary buffers (DeepSpeed's
         all-gather and reduce buckets, a few hundred MB), memory fragmentation, and ZeRO-3's prefetched layers.
@@ -340,4 +340,5 @@ def build() -> LessonBuilder:
         divide the activations by the TP size) with selective recomputation; FSDP2 (`fully_shard`) implements ZeRO-3 per
         module, and CPU offload (ZeRO-Offload, ZeRO-Infinity) moves the optimizer states out of HBM entirely.
     """)
+    lesson.mistakes()
     return lesson

@@ -23,7 +23,7 @@ def build() -> LessonBuilder:
         - 用 `torch.autograd.Function` 实现：`forward` 保存输入与 RNG 状态，`backward` 恢复 RNG 状态（dropout 掩码必须一致）、在 `enable_grad` 下重算、对重算结果调用 `torch.autograd.backward`，返回输入的梯度；参数梯度在重算的反向中自然累加。
         - 这种“可重入”（reentrant）实现要求至少一个输入需要梯度，否则参数拿不到梯度——PyTorch 推荐的 `use_reentrant=False` 用 `saved_tensors_hooks` 解决了这一点。
         - 选择性重计算（selective recomputation）：只重算注意力核心（$QK^\top$、softmax、dropout、乘 $V$），它的激活是 $O(T^2)$ 的，但 FLOPs 很少；Megatron 论文中 GPT-3 175B 的激活显存因此减少约 70%。
-        - 常见错误：前向仍在保存计算图（没有省显存）、重算时没恢复 RNG、用 `output.sum()` 代替传入的 `grad_output` 反向、只检查点了第一个块。
+        {易错点}
 
         Training a 7B Llama on sequences of 4096 tokens with a micro-batch of 1 stores, per layer, roughly
         $sbh(34 + 5as/h)$ bytes of activations in 16-bit training (Korthikanti et al., 2022, *Reducing Activation
@@ -293,7 +293,7 @@ def build() -> LessonBuilder:
         see only the last block's). The full policy keeps $L$ tensors of $(B, T, C)$; the attention policy keeps
         everything but the $(B, H, T, T)$ tensors, plus $q$, $k$, $v$ as the checkpoint's inputs.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p02_activation_checkpointing.py`):
+        **The usual mistakes, and why they are wrong**:
         - *The function run with grad enabled in forward* (everything saved, nothing gained), *the RNG state not
           restored* (different dropout masks, wrong gradients), *the RNG state not restored afterwards* (the rest of
           the training step draws different numbers), *`output.sum()` instead of `grad_output`*, *inputs not detached*,
@@ -317,4 +317,5 @@ def build() -> LessonBuilder:
         `checkpoint_wrapper` per block, and DeepSpeed can also offload the saved inputs to CPU memory
         (`cpu_checkpointing`).
     """)
+    lesson.mistakes()
     return lesson

@@ -39,7 +39,7 @@ def build() -> LessonBuilder:
         - **解耦的 weight decay**：直接缩放旧参数 $(1-\eta\lambda)$，在 Adam 更新之前；不是把 $\lambda\theta$ 加进梯度（那是 Adam + L2）。AMSGrad 对原始 $v$ 取最大值，并用它做分母。
         - **Optimizer 子类**：按 param group 读取 `lr`、`weight_decay`；state 布局与 PyTorch 相同（`step` 为 float32 标量 tensor），能从 `torch.optim.AdamW` 的 checkpoint 恢复；没有梯度的参数跳过。
         - **Weight decay 分组**：维度 $\ge 2$ 的权重（linear、embedding）做 decay；bias、LayerNorm/RMSNorm gain 等一维参数不 decay；冻结参数不放进组。
-        - **易错点**：忘记偏差修正（前几步步长最多大 6.5 倍）、eps 放在根号里、decay 不乘 lr 或在更新后 decay、偏差修正漏了平方根、AMSGrad 最大值没用上、从 `self.defaults` 读超参、只按名字 `bias` 排除。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. From SGD to Adam: a step size per coordinate
@@ -322,7 +322,7 @@ def build() -> LessonBuilder:
         use with PyTorch's keys, so `load_state_dict` accepts a `torch.optim.AdamW` checkpoint and continues it exactly
         (a check does that). `@torch.no_grad()` on `step` keeps the update out of autograd's graph.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p02_adamw.py`):
+        **The usual mistakes, and why they are wrong**:
         - *No bias correction*: the first step is $(1-\beta_1)/\sqrt{1-\beta_2}$ times too small or large.
         - *`eps` inside the square root*, or added before the bias correction of $v$: visible only on small gradients.
         - *Adam + L2* (decay added to the gradient), *decay without the learning rate* ($\theta(1-\lambda)$), and
@@ -345,4 +345,5 @@ def build() -> LessonBuilder:
         and CPU-offloaded `DeepSpeedCPUAdam`. Memory-saving variants keep $m$ and $v$ in bf16 or 8 bits
         (bitsandbytes' 8-bit Adam) or factorise $v$ (Adafactor).
     """)
+    lesson.mistakes()
     return lesson

@@ -43,7 +43,7 @@ def build() -> LessonBuilder:
         - **Parallel block（GPT-J、PaLM）**：$y = x + \operatorname{Attn}(h) + \operatorname{MLP}(h)$，$h=\operatorname{norm}(x)$，attention 和 MLP 读同一个归一化输入。
         - **Tied embeddings**：`lm_head.weight` 与 embedding 是同一个 Parameter（不是复制）；Gemma 的 $\sqrt{d}$ 缩放只乘在输入 embedding 上，不乘 logits。
         - **Soft-capping（Gemma-2）**：$\operatorname{cap}\cdot\tanh(x/\operatorname{cap})$；attention 中先乘 scale（默认 $1/\sqrt D$），再 cap，最后加 mask。
-        - **易错点**：heads 与时间步 view 错位、k 用了 q 的 gain、top-left 对齐、窗口差一（$\le W$）、环形缓存按存储顺序读取或先写后读、MLP 读未归一化的 $x$ 或漏掉残差、hard clamp 代替 tanh、mask 在 cap 之前（被 mask 的 key 变成 $-\text{cap}$ 而得到权重）。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. Five tricks and where they live
@@ -574,7 +574,7 @@ def build() -> LessonBuilder:
         **`soft_cap` and `softcap_attention`.** Upcast, divide, tanh, multiply, cast back; in attention the cap sits
         between the scale and the mask.
 
-        **The mistakes the checks catch** (each is a mutant in `tests/mutants/p02_architecture_tricks.py`):
+        **The usual mistakes, and why they are wrong**:
         - *QK-norm over the whole projection* (OLMo-2's variant) where a per-head checkpoint (Qwen3) is loaded.
         - *`view(B, -1, T, D)` instead of `view(B, T, -1, D)` then transpose*: the right shape with the heads
           scrambled across time steps.
@@ -613,4 +613,5 @@ def build() -> LessonBuilder:
         `Gemma2ForCausalLM` caps the final logits right after `lm_head`; vLLM and FlashAttention take `softcap` as a
         kernel argument.
     """)
+    lesson.mistakes()
     return lesson

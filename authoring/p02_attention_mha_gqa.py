@@ -40,7 +40,7 @@ def build() -> LessonBuilder:
         - **公式**：$\operatorname{softmax}(QK^\top/\sqrt D + \text{mask})V$；scores 和 softmax 在 float32 中计算。
         - **mask**：$S_q \ne S_k$ 时 causal mask 是右下对齐的：query $i$ 能看到 key $j \le i + S_k - S_q$；padding mask 作用在 key 轴上；没有可见 key 的行输出 0，而不是 NaN。
         - **KV cache**：`torch.cat` 每步复制整个缓存（$n$ 步共 $\approx n^2/2$ 个位置）；改为首次 `update` 时预分配 `(B, H_kv, max_len, D)`，原地写入。每条序列有自己的长度 `lengths[b]`（ragged batch），新块写在各自的位置，超过 `max_len` 时在写入前报错；返回有效前缀 `keys[:, :, :length]`（视图，不复制）和 `key_mask()`：$j < \text{lengths}[b]$。
-        - **易错点**：KV 头平铺、用 SDPA 的左上三角 causal mask、mask 少了对角线、缩放用 $1/D$、padding mask 放在 query 轴、全 mask 行变 NaN、用 `finfo.min` 代替 `-inf`；cache 只返回新 token、所有行写在同一列、把 padding 列也计入长度、越界时先写后报错、返回整个缓冲区或副本。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. The problem: attention reads the whole past at every step
@@ -499,7 +499,7 @@ def build() -> LessonBuilder:
         that). The returned tensors are basic slices, so they are views: no copy, and the same storage at every
         step.
 
-        **The mistakes the checks catch** (each one is a mutant in `tests/mutants/p02_attention_mha_gqa.py`):
+        **The usual mistakes, and why they are wrong**:
         - *Tiling the KV heads* (`x.repeat(1, g, 1, 1)`, or the group axis in front of the head axis): query head $h$
           uses KV head $h \bmod H_{kv}$. Right shape, wrong pairing; MHA ($g = 1$) and MQA ($H_{kv} = 1$) still pass,
           only real GQA exposes it.
@@ -546,4 +546,5 @@ def build() -> LessonBuilder:
         - *Quantised caches* (FP8 KV cache in vLLM and TensorRT-LLM) halve the bytes per token again, and DeepSeek's
           multi-head latent attention (the next lesson) caches one compressed latent instead of per-head keys.
     """)
+    lesson.mistakes()
     return lesson

@@ -47,7 +47,7 @@ def build() -> LessonBuilder:
         - **并行预分词**：只在 special token（文档边界）处切分语料，各进程分别统计块频率，再用 `Counter.update` 相加（`dict.update` 会覆盖而不是相加）。
         - **增量训练**：维护 pair 计数、pair → 所在块的索引和一个懒删除（lazy invalidation）的堆；每次合并只更新含该 pair 的块，结果与慢速训练逐条相同。平局规则是参数：本课取最小 pair，CS336 取字典序更大的 pair，Hugging Face 取其 id 最小的 pair。
         - **流式编码**：按块读入文本，扣留可能变成 special token 的结尾和最后两个预分词块，其余立即编码输出；按行各自编码是错的（`"\n"` 和下一行的缩进本属于同一块）。
-        - **易错点**：`\w+` 让数字和下划线粘到单词上、漏掉 `\s+(?!\S)`、合并后只前进一步（$(a,a,a)$ 变成 $(aa,aa)$）、平局规则错、忽略块频率、训练时不在 special token 处切开、逐 token 解码、堆里过期的计数被当真。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. Why bytes, and why merges
@@ -877,7 +877,7 @@ def build() -> LessonBuilder:
         generator: nothing runs until the caller asks for the first id, and each piece of input is read only when
         the ids before it have been consumed.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p02_bpe_tokenizer.py`): `\w+` for letters (digits
+        **The usual mistakes, and why they are wrong**: `\w+` for letters (digits
         and `_` glued into words); no `\s+(?!\S)` (a run of spaces swallows the space of the next word); a merge that
         overlaps; the largest pair on ties; counting distinct chunks without their frequency; training through the
         special tokens; no pre-tokenization (merges across word boundaries); specials not split out when encoding,
@@ -900,4 +900,5 @@ def build() -> LessonBuilder:
         stack: is `<|endoftext|>` typed by a user the special token or plain text? `tiktoken` refuses it unless it is
         listed in `allowed_special`; Hugging Face tokenizers have `split_special_tokens` to encode it as text.
     """)
+    lesson.mistakes()
     return lesson

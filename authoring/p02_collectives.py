@@ -40,7 +40,7 @@ def build() -> LessonBuilder:
         - **非阻塞发送**：每个 rank 同时发和收，用 `isend` + `recv` 再 `wait()`；NCCL 上每个 rank 都先阻塞 `send` 会死锁。
         - **进程组 (process group)**：`group_dst=`/`group_src=` 是组内秩，`dst=`/`src=` 是全局秩；`broadcast` 的 `src` 是全局秩。
         - **数据类型**：在张量自身的 dtype 中累加（与 NCCL 一致），bool 拒绝；低精度下求和顺序不同，结果只在舍入误差内一致。
-        - **易错点**：reduce-scatter 的块下标差一、把收到的块复制而不是累加、修改了输入、把组内秩当全局秩、根节点逐个发给所有 rank（$p-1$ 个延迟）、只做 reduce-scatter 忘了 all-gather。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. The problem: what a collective costs, and who sends what
@@ -403,7 +403,7 @@ def build() -> LessonBuilder:
         root, so the same tree works for any root. Each rank receives once (in round $\lfloor\log_2 v\rfloor$) and
         then sends in every later round where $v + d < p$: the root sends $\lceil\log_2 p\rceil$ messages, and the
         $p - 1$ messages reach everyone after $\lceil\log_2 p\rceil$ rounds. A blocking `send` is fine here: the
-        receiver of each message is waiting in a `recv`, never in a `send` of its own. The mistakes the checks catch:
+        receiver of each message is waiting in a `recv`, never in a `send` of its own. The usual mistakes:
         *the global `src` used as a group rank* (the broadcast comes from the wrong rank of a sub-group), *peers
         addressed with `dst=` instead of `group_dst=`* (a message to a rank outside the group), and *a root that
         sends to everyone itself* (right values, $p - 1$ latencies instead of $\lceil\log_2 p\rceil$: only the
@@ -443,4 +443,5 @@ def build() -> LessonBuilder:
           (`p02.zero`, `p02.fsdp`) use reduce-scatter and all-gather; *expert parallelism* (`p02.expert_parallel`)
           uses all-to-all with uneven split sizes, which is the one collective not built here.
     """)
+    lesson.mistakes()
     return lesson

@@ -42,7 +42,7 @@ def build() -> LessonBuilder:
         - **统一视角**：每个请求只记 `num_computed`（已写入 KV 缓存的 token 数）；本步给它 `min(剩余, 预算)` 个 token；算完全部已知 token 时模型产出下一个 token。
         - **显存记账**：请求持有 $\lceil \text{num\_computed} / bs \rceil$ 个块；不够时抢占（preempt）最新加入的运行请求：释放其块、`num_computed = 0`、放回等待队列最前面，之后重新计算（recompute）。
         - **公平与不饿死**：运行队列按加入顺序调度，最早的请求每一步都有进展；本步发生抢占时不再接纳新请求。
-        - **易错点**：预算超支、解码被给了多于 1 个 token、抢占后没有清零或没释放块、被抢占的请求放到队尾（饿死）、把部分预填充当成已完成而提前采样。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. The problem, with numbers
@@ -344,7 +344,7 @@ def build() -> LessonBuilder:
         samples exactly the token that the interrupted decode would have produced, which is why the outputs equal
         sequential generation whatever the memory pressure.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p02_continuous_batching.py`): the whole prompt
+        **The usual mistakes, and why they are wrong**: the whole prompt
         in one step regardless of the budget, a preempted request that keeps its `num_computed` (its KV is gone) or
         its blocks (a leak), the victim put at the back of the queue (starvation) or taken from the front (the oldest
         request preempted), admission in a step that preempted, a token sampled after a partial prefill chunk,
@@ -369,4 +369,5 @@ def build() -> LessonBuilder:
         queue by longest prefix hit. Disaggregated serving (DistServe, Mooncake, vLLM's P/D) goes further and runs
         prefill and decode on different GPUs.
     """)
+    lesson.mistakes()
     return lesson

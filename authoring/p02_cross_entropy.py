@@ -38,7 +38,7 @@ def build() -> LessonBuilder:
         - **损失**：$\text{nll}_t = \operatorname{lse}(x_t) - x_{t,y_t}$；label smoothing 为 $(1-\varepsilon)\,\text{nll} + \varepsilon\,(\operatorname{lse} - \overline{x})$（$\varepsilon$ 分给全部 $V$ 个类）；PaLM z-loss 加 $w\cdot\operatorname{lse}^2$。
         - **ignore_index**：被忽略的 token 损失置零，按有效 token 数求平均，不是按全部 token；在 float32 中计算（logits 是 bf16 也要上转）。
         - **梯度**：$\partial L/\partial x = (\operatorname{softmax}(x) - q)/N_\text{valid}$，$q$ 为（平滑后的）目标分布；z-loss 贡献 $2w\cdot\operatorname{lse}\cdot\operatorname{softmax}(x)$；被忽略的行梯度为 0。
-        - **易错点**：不减最大值或减了忘记加回、$-\log\operatorname{softmax}$、对所有 token 求平均、平滑分给 $V-1$ 类、z-loss 不平方或梯度漏掉因子 2、bf16 下计算损失、直接调用 `torch.logsumexp` / `F.cross_entropy`。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. The problem: one loss per token, over a huge vocabulary
@@ -307,7 +307,7 @@ def build() -> LessonBuilder:
         $2w\operatorname{LSE}\cdot p$; ignored rows are zeroed and every row is divided by the number of valid tokens
         (clamped to 1 so an all-ignored batch gives zeros, not NaN).
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p02_cross_entropy.py`):
+        **The usual mistakes, and why they are wrong**:
         - *No max subtraction* in `logsumexp`: `inf` from logits above 88 (float32) or 11 (float16).
         - *Max subtracted but not added back*: right only when the max is 0.
         - *No guard for an all-`-inf` row*: NaN instead of `-inf`.
@@ -335,4 +335,5 @@ def build() -> LessonBuilder:
         give the global log-sum-exp — the same combine rule as the online softmax. Hugging Face's `LlamaForCausalLM`
         shifts the labels by one and calls `F.cross_entropy(..., ignore_index=-100)` in float32.
     """)
+    lesson.mistakes()
     return lesson

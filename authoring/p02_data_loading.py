@@ -23,7 +23,7 @@ def build() -> LessonBuilder:
         - 打包后的注意力掩码是**块对角因果掩码**（block-diagonal causal mask）：$i$ 能看到 $j$ 当且仅当同一文档且 $j \le i$；这样打包的结果与逐篇单独计算完全相同。
         - 文档最后一个 token（EOS）没有同文档的下一个 token，它的标签是 $-100$，不能去预测下一篇文档的开头。
         - 精确续训（exact resume）要保存：模型、优化器状态（AdamW 的一阶/二阶矩和步数）、学习率调度器、采样器的随机数生成器，以及 dropout 用的全局随机数状态；少任何一个，续训结果都不再逐位相同。
-        - 常见错误：起点上界差一、目标没有右移、位置编号不重置、掩码对角线被挡住（整行全被屏蔽，softmax 得到 NaN）、只保存模型权重。
+        {易错点}
 
         nanoGPT's OpenWebText preparation writes the whole training set as one array of GPT-2 token ids, 9,035,582,198
         tokens in a 17 GB `train.bin` of `uint16` (nanoGPT `data/openwebtext/prepare.py` and its README), and its
@@ -435,7 +435,7 @@ def build() -> LessonBuilder:
         instead of a truncated one. Loading checks the entries, so a file from another tool fails with a clear
         message rather than a `KeyError`.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p02_data_loading.py`):
+        **The usual mistakes, and why they are wrong**:
         - *The last start never drawn* (`randint(N - T - 1, ...)`) — invisible in a loss curve, caught by counting
           starts; *targets not shifted* (`y = x`: the model learns to copy, loss goes to 0); *the global RNG used
           instead of the generator*; *no `int64` cast*; *a bad device accepted*;
@@ -463,4 +463,5 @@ def build() -> LessonBuilder:
         of GPUs, and every rank saves its own RNG states (Megatron saves them per tensor-parallel rank, since dropout
         must differ across ranks but agree within a replica).
     """)
+    lesson.mistakes()
     return lesson

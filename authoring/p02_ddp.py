@@ -45,7 +45,7 @@ def build() -> LessonBuilder:
         - **起点一致**：包装时把 rank 0 的参数和 buffer 广播（broadcast）给所有 rank，否则各副本从不同权重出发，平均梯度毫无意义。
         - **分桶（bucket）**：按参数的逆序（反向传播产生梯度的顺序）装桶，每种 dtype 一个桶，字节数达到上限即封桶；最后未满的桶也要发出。
         - **重叠**：`register_post_accumulate_grad_hook` 在梯度累加完成后触发；一个桶的梯度齐了就 `all_reduce(async_op=True)`，按桶序发出（各 rank 顺序必须一致）；反向结束时（`queue_callback`）发出剩余的桶、`wait()`、写回 `.grad`。
-        - **易错点**：忘记除以 world size、从自己的 rank 广播、绑定权重（tied weight）被发送两次、最后一个不满的桶从未发出、在反向结束后才开始通信、`no_sync()` 里仍然通信。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. Why averaging shard gradients is full-batch training
@@ -424,7 +424,7 @@ def build() -> LessonBuilder:
         copies entirely with `gradient_as_bucket_view=True`: each `p.grad` *is* a view into its bucket's flat
         tensor, so autograd accumulates straight into the communication buffer.
 
-        **The mistakes the checks catch** (the mutants in `tests/mutants/p02_ddp.py`):
+        **The usual mistakes, and why they are wrong**:
         - *No averaging* (the sum of $p$ gradients: an effective learning rate $p$ times too large) and *averaging
           twice*: every parameter is off after one step.
         - *Broadcast from one's own rank* (or not at all): the replicas start apart and never meet.
@@ -446,4 +446,5 @@ def build() -> LessonBuilder:
         `DistributedDataParallel` (contiguous gradient buffers, overlap of the reduce-scatter with backward for
         its distributed optimizer); FSDP/ZeRO-3 (`p02.fsdp`), which shards the parameters themselves.
     """)
+    lesson.mistakes()
     return lesson

@@ -41,7 +41,7 @@ def build() -> LessonBuilder:
         - **温度**：两边都用 $\mathrm{softmax}(z/T)$；梯度按 $1/T^2$ 缩小，所以损失乘以 $T^2$（Hinton 2015），对学生 logits 的梯度是 $T(q_T - p_T)$。
         - **Top-k 稀疏蒸馏**：离线只存教师前 $k$ 个 token 及其 log 概率，在这 $k$ 个上重新归一化，与学生全词表分布算 KL。
         - **组合损失**：$\alpha\,T^2\,\mathrm{KL} + (1-\alpha)\,\mathrm{CE}$，padding 用 `ignore_index` 屏蔽，按有效 token 取平均。
-        - **易错点**：KL 方向写反、只对学生或只对教师除以温度、忘记 $T^2$、对 batch 而不是 token 求平均、padding 处的 NaN 混入。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. What a teacher's distribution adds, and what it costs
@@ -325,7 +325,7 @@ def build() -> LessonBuilder:
         **`distillation_loss`.** The hard term is the ordinary next-token cross-entropy; summing it and dividing by the
         counted positions yourself gives 0 for a batch that counts nothing (F.cross_entropy's `"mean"` gives NaN).
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p02_distillation.py`): the two directions
+        **The usual mistakes, and why they are wrong**: the two directions
         swapped, the temperature on the teacher only, no $T^2$ or $T$ instead of $T^2$, a mean over the vocabulary
         too, a mask multiplied into NaNs, no float32 upcast, `F.kl_div` itself; in the top-$k$ loss, the stored
         log-probabilities used without renormalising, the student renormalised over the $k$ tokens, ids left
@@ -338,4 +338,5 @@ def build() -> LessonBuilder:
         where available), and Liger-Kernel ships fused JSD and distillation losses for the same reason. Offline
         pipelines (DistillKit, many pre-training setups) store top-$k$ logits once and reuse them across student runs.
     """)
+    lesson.mistakes()
     return lesson

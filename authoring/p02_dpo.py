@@ -42,7 +42,7 @@ def build() -> LessonBuilder:
         - **隐式奖励**：$r = \beta\,(\log\pi_\theta(y|x) - \log\pi_\text{ref}(y|x))$；DPO 损失 $-\log\sigma(r_w - r_l)$。
         - **cDPO**：标签以概率 $\varepsilon$ 翻转，损失为 $-(1-\varepsilon)\log\sigma(\beta\Delta) - \varepsilon\log\sigma(-\beta\Delta)$。
         - **IPO**：把 $\Delta$ 回归到 $1/(2\beta)$：$(\Delta - \tfrac{1}{2\beta})^2$，TRL 中 $\Delta$ 用每个 token 的平均值。
-        - **易错点**：没有错位一位（shift）、prompt 没有屏蔽、用 `log(sigmoid)` 导致溢出、参考模型参与了梯度、chosen/rejected 顺序颠倒。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. From a reward to a loss on pairs
@@ -373,7 +373,7 @@ def build() -> LessonBuilder:
         and with a PEFT policy it uses the base model with the adapter *disabled* as the reference (lines 1328–1336),
         so only one copy of the weights is in memory.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p02_dpo.py`): no shift (each position scored on
+        **The usual mistakes, and why they are wrong**: no shift (each position scored on
         its own token), the mask not shifted, the prompt scored, the mean where the sum is needed, `log(softmax)`, a
         mask multiplied into NaNs, no float32 upcast; the margin's sign flipped, $\beta$ dropped, `log(sigmoid)`,
         the smoothing term added with the wrong sign, IPO's target $1/\beta$, rewards with a graph or without
@@ -391,4 +391,5 @@ def build() -> LessonBuilder:
         tasks, code generation among them, and online methods (PPO, GRPO in `p02.grpo`) dominate reasoning-model
         training.
     """)
+    lesson.mistakes()
     return lesson

@@ -42,7 +42,7 @@ def build() -> LessonBuilder:
         - **排序**：把 $(token, choice)$ 按全局专家编号稳定排序，目的 rank 的行就连续排列；收到的行按「来源 rank，再本地专家」分段。
         - **反向传播**：all-to-all 的梯度是把 split sizes 对调的 all-to-all；用 `autograd.Function` 实现；router 的梯度只经过 gate。
         - **与单进程等价**：各 rank 的输出、输入梯度、本地专家梯度等于单进程 MoE 层的对应部分；router 梯度是各 rank 之和。
-        - **易错点**：没交换计数就假设等长、combine 没有对调 splits、gate 没有按排序重排、按来源分组时本地专家编号错位、gate 被 detach、反向没有通信。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. The problem: tokens must travel to their experts
@@ -318,7 +318,7 @@ def build() -> LessonBuilder:
         view as $(p, E_\ell)$ is "source rank × my local expert". It is $E$ integers, a few hundred bytes: pure
         latency, paid once per layer per step, and it forces a device-to-host copy (`.tolist()`) because split sizes
         are Python integers. Megatron-Core pays the same sync; DeepEP's low-latency kernels avoid it by sizing their
-        buffers for a maximum number of tokens per rank. The mistakes the checks catch: *no exchange at all* (using your own counts as what you
+        buffers for a maximum number of tokens per rank. The usual mistakes: *no exchange at all* (using your own counts as what you
         receive: the second all-to-all then receives the wrong number of rows, and gloo or NCCL fails or hangs),
         and *the transposed view* (expert-major instead of source-major).
 
@@ -355,4 +355,5 @@ def build() -> LessonBuilder:
         - *vLLM and SGLang* serve large MoE models with expert parallelism across GPUs (and DeepEP kernels), and
           rebalance hot experts by replicating them (DeepSeek's EPLB).
     """)
+    lesson.mistakes()
     return lesson

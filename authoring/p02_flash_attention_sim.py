@@ -42,7 +42,7 @@ def build() -> LessonBuilder:
         - **LSE（log-sum-exp）**：$L_i = m_i + \log \ell_i$，每行只存一个数，反向传播靠它重算概率 $P = e^{S - L}$。
         - **反向重计算（recomputation）**：$D_i = \sum_j dO_{ij} O_{ij}$，$dS = P \odot (dP - D)$，$dQ = dS\,K \cdot s$，$dK = dS^\top Q \cdot s$，$dV = P^\top dO$。
         - **因果掩码（causal mask）**：查询 $i$ 只看键 $j \le i$；整块都在对角线右侧的键块可以直接跳过，省一半计算。
-        - **易错点**：忘记重新缩放累加器、只用块内最大值、LSE 漏掉 $\log \ell$、掩码差一位、反向漏乘缩放因子、在 autograd 中保存了 $P$。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. The problem, with numbers
@@ -370,7 +370,7 @@ def build() -> LessonBuilder:
         registers, and `dQ` is accumulated with atomics (FlashAttention-3 on Hopper does the same with TMA and warp
         specialisation).
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p02_flash_attention_sim.py`):
+        **The usual mistakes, and why they are wrong**:
         - *No rescale*: `acc` or `l` not multiplied by $\alpha$ — right with one key block, wrong with two.
         - *Block max instead of running max*: every block normalised by its own max; the sums mix scales.
         - *LSE = m*: forgets $\log \ell$; the forward is right, the backward that uses it is not.
@@ -395,4 +395,5 @@ def build() -> LessonBuilder:
         wrote, via their LSEs. Ring attention (context parallelism) merges across GPUs the same way. You will write
         the tiles as Triton kernels in `p03.flash_attention_fwd` and `p03.flash_attention_bwd`.
     """)
+    lesson.mistakes()
     return lesson

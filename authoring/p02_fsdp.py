@@ -46,7 +46,7 @@ def build() -> LessonBuilder:
         - **显存**：每个 rank 常驻 $16\Psi/p$ 字节，同一时刻只有一个单元的参数是完整的（检查会逐个统计 all-gather 缓冲区）。
         - **通信量**：每步两次 all-gather + 一次 reduce-scatter，同一精度下是 DDP all-reduce 的 1.5 倍；all-gather 用 bf16、reduce-scatter 用 fp32 时与 fp32 DDP 相同。
         - **完整 state dict**：逐单元 gather fp32 主分片，去掉填充，clone 到 CPU，只在 rank 0 返回，键名与未包装的模型相同。
-        - **易错点**：梯度没除以 $p$、在 bf16 里做归约、gather 完不释放（或反向时保留前向的参数）、分片偏移用 $rN/p$、忘了补零、分片是视图、state dict 里是 bf16 副本或带包装前缀。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. The problem: where the 16 bytes per parameter go
@@ -613,7 +613,7 @@ def build() -> LessonBuilder:
         after the loop, and that view keeps the whole buffer alive while the next unit is gathered. The comprehension
         has its own scope, so its variables are gone when it ends.
 
-        **The mistakes the checks catch** (the mutants in `tests/mutants/p02_fsdp.py`):
+        **The usual mistakes, and why they are wrong**:
         - *Shard offset $\lfloor rN/p \rfloor$* instead of $rS$, or *no padding* (unequal shards): wrong layout, and an
           all-gather of unequal pieces fails.
         - *The shard as a view* of the padded buffer: correct numbers, the full unit still on every rank.
@@ -664,4 +664,5 @@ def build() -> LessonBuilder:
           parameters and shards only the optimizer state and gradients across data-parallel ranks (its distributed
           optimizer, ZeRO-1/2).
     """)
+    lesson.mistakes()
     return lesson

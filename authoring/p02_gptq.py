@@ -26,6 +26,7 @@ def build() -> LessonBuilder:
         - 惰性批量更新 (lazy batch)：块内逐列更新，块外一次矩阵乘，结果完全相同但访存少得多。
         - 分组 (groups) 的缩放因子在到达组首列时由"已更新的"权重计算；act-order 按 $\mathrm{diag}\,H$ 从大到小处理列。
         - 在输入高度相关时，GPTQ 的输出误差比逐元素四舍五入 (RTN) 小一个数量级。
+        {易错点}
 
         Round-to-nearest works at 8 bits and breaks down at 3-4 bits, the more so the larger the model. GPTQ
         (Frantar et al., 2022, *GPTQ: Accurate Post-Training Quantization for Generative Pre-trained Transformers*,
@@ -404,7 +405,7 @@ def build() -> LessonBuilder:
         block's errors to every later column. Dividing by $U_{ii}$ and multiplying by $U_{i,j}$ is OBS's
         $[H^{-1}]_{ij}/[H^{-1}]_{ii}$ for the inverse restricted to the columns not yet quantised.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p02_gptq.py`):
+        **The usual mistakes, and why they are wrong**:
         - No error feedback (that is round-to-nearest), or the error not divided by $U_{ii}$.
         - $H^{-1}$ (or its *lower* Cholesky factor) in place of the upper factor: the updates ignore that earlier
           columns are already fixed.
@@ -426,4 +427,5 @@ def build() -> LessonBuilder:
         groups, and run them with ExLlama or Marlin kernels. AWQ (`p02.smoothquant` explains its cousin) takes the
         other route: no error feedback, but per-channel scales chosen from activation statistics.
     """)
+    lesson.mistakes()
     return lesson

@@ -22,7 +22,7 @@ def build() -> LessonBuilder:
         - 当各微批次的有效 token 数不同（填充 padding、被屏蔽的提示词）时，后一种做法会给短序列过大的权重——这正是 2024 年 Hugging Face Trainer 的梯度累积 bug。
         - 全局范数裁剪（global-norm clipping）：把所有有梯度的参数看成一个向量，求其 $p$ 范数 $\|g\|$；若超过阈值 $c$，整体乘以 $c/(\|g\|+10^{-6})$，方向不变。
         - 没有梯度（`.grad is None`）的参数不参与范数、也不被修改；`inf` 范数是所有元素绝对值的最大值。
-        - 常见错误：逐个参数分别裁剪、系数没有截断到 1（把小梯度放大）、把生成器遍历两次、漏掉 $10^{-6}$。
+        {易错点}
 
         Llama 2 70B was trained with a global batch of 4M tokens (Touvron et al., 2023, §2.2): about 1000 sequences of
         4096 tokens. One H100 holds the activations of a handful of those sequences, so each data-parallel rank runs
@@ -291,7 +291,7 @@ def build() -> LessonBuilder:
         scaling happens unconditionally (PyTorch does the same: an `if coefficient < 1` would force a GPU-to-CPU sync
         every step). The $+10^{-6}$ matters only for tiny norms; a check uses norms of $10^{-4}$ so that it shows.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p02_grad_accum_clip.py`):
+        **The usual mistakes, and why they are wrong**:
         - *Mean per micro-batch divided by K* (Hugging Face's pre-4.46 behaviour), and *padding counted in the
           denominator* (`labels.numel()`).
         - *Gradients not cleared first* (the previous batch leaks in), *the loss of the last micro-batch returned*,
@@ -315,4 +315,5 @@ def build() -> LessonBuilder:
         With fp16 loss scaling, DeepSpeed and Megatron skip the optimizer step entirely when the gradients overflow
         (a non-finite norm), which is the story of `p02.mixed_precision`.
     """)
+    lesson.mistakes()
     return lesson

@@ -43,7 +43,7 @@ def build() -> LessonBuilder:
         - **KL 项（k3 估计）**：$\frac{\pi_\text{ref}}{\pi_\theta} - \log\frac{\pi_\text{ref}}{\pi_\theta} - 1 \ge 0$，对 $\pi_\theta$ 的采样是 KL 的无偏估计。
         - **三种平均**：GRPO 先对每个回答按长度取平均再对回答平均；DAPO 对所有 token 平均；Dr. GRPO 除以常数（批大小 × 最大生成长度）。
         - **长度偏差**：按回答长度归一化会让长的错误回答每个 token 受罚更轻；本节构造了一个 GRPO 与 Dr. GRPO 梯度方向相反的例子。
-        - **易错点**：标准差没加 $\epsilon$（全对或全错的组得到 NaN）、组的排布搞错（交错 vs 连续）、用 max 代替 min、比率写成 `exp(logps) / exp(old_logps)`（float32 中对数概率约 −120 时为 0/0）、padding 没屏蔽。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. Advantages from a group instead of a critic
@@ -389,7 +389,7 @@ def build() -> LessonBuilder:
         **`aggregate_loss`.** Three denominators, one numerator. `torch.where` instead of `* mask` keeps a NaN or
         inf at a padded position (an exploded ratio on a token that was never sampled) out of the sum.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p02_grpo.py`): the population std ($G$ instead
+        **The usual mistakes, and why they are wrong**: the population std ($G$ instead
         of $G-1$), no $10^{-4}$ (NaN for all-equal groups), the batch mean instead of each group's, the interleaved
         view, `"none"` still dividing; `max` instead of `min` (optimistic), the clip applied without the min, a
         symmetric clip that ignores `epsilon_high`, the ratio (or k3's) as a quotient of two `exp`s (0/0 for float32
@@ -405,4 +405,5 @@ def build() -> LessonBuilder:
         instead of the hard clip). The reference log-probabilities need one more forward pass of a frozen model per
         batch, which is why many recipes now set $\beta = 0$ and drop the reference altogether.
     """)
+    lesson.mistakes()
     return lesson

@@ -42,7 +42,7 @@ def build() -> LessonBuilder:
         - **初始化**：$A_m$ 为 one-hot（block 只读一条流），$A_r = I$，$B$ 全 1；此时整个 stack 等于 $n$ 倍的普通 pre-norm 残差堆叠。输入 $x$ 复制到 $n$ 条流，结尾对流求和。
         - **动态版本**：由 $\bar H = \operatorname{norm}(H)$ 计算输入相关的修正，$A$ 部分乘 $s_\alpha$、$B$ 部分乘 $s_\beta$（经 `tanh`）。
         - **mHC 与 Sinkhorn**：把混合矩阵投影到双随机矩阵，在 log 域交替做行、列的 `logsumexp` 归一化，数值稳定。
-        - **易错点**：post-norm 写成 $\operatorname{norm}(h)+f(h)$、$\alpha$ 乘错位置、$A_r H$ 少了转置、block 读流的简单和或对每条流分别运行、初始化错误、动态权重没用 norm、结尾求平均而非求和、Sinkhorn 只归一化行或先 exp 再除（溢出）。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. Pre-norm, post-norm, and residual scaling
@@ -394,7 +394,7 @@ def build() -> LessonBuilder:
         $0/0$ for a row far below the others. After the column step the columns sum to 1 exactly and the rows
         approximately; the row error shrinks geometrically with the iterations.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p02_hyper_connections.py`): the norm on the wrong
+        **The usual mistakes, and why they are wrong**: the norm on the wrong
         side of the sum; $\alpha$ on the block instead of the residual; $A_r H$ instead of $A_r^\top H$; the block
         reading the plain sum of the streams; $A_m$ or $B$ initialised wrongly; the dynamic weights computed from the
         unnormalised $H$, or with $s_\alpha$ and $s_\beta$ swapped; the streams averaged, or $x$ put into one stream
@@ -410,4 +410,5 @@ def build() -> LessonBuilder:
         models; the mHC paper reports that unconstrained HC became unstable as models grew (loss and gradient-norm
         spikes) and that the projected version trained smoothly at the same scale.
     """)
+    lesson.mistakes()
     return lesson

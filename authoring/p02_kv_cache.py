@@ -25,8 +25,7 @@ def build() -> LessonBuilder:
         - **掩码**：位置 $j$ 的键对查询可见，当且仅当 $j < \text{length}_b$ 且 $j \le \text{pos}_q$；缓存里没写过的槽位可能是任意值（甚至 NaN），要用选择而不是乘法屏蔽。
         - **预填充 vs 解码**：预填充（prefill）一次处理 $T$ 个 token，是计算密集型；解码（decode）每步读一遍全部权重和整个缓存只为算 $B$ 个 token，
           是访存密集型：算术强度约为 $B$ FLOP/字节量级，远低于 H200 的约 200。
-        - **易错点**：写到固定列而不是各自的 `lengths[b]`、右填充的预填充取最后一列的 logits、解码时位置从 0 重新开始、
-          用乘 0 屏蔽 NaN、长度更新两次或越界不报错。
+        {易错点}
 
         Every token a Llama generates needs the keys and values of every earlier token, in every layer. Without a
         cache, step $n$ recomputes all $n$ tokens' projections: generating 1,000 tokens after a 1,000-token prompt
@@ -492,7 +491,7 @@ def build() -> LessonBuilder:
         eager Llama, because that is what it runs: every linear layer on every new token, and two batched matmuls
         per layer of `(B, H_q, T, D) × (B, H_q, D, S)` after `repeat_kv`.
 
-        **The mistakes the checks catch** (the mutants in `tests/mutants/p02_kv_cache.py`):
+        **The usual mistakes, and why they are wrong**:
         - *writing every row at the same column* (`lengths.max()` or the first row's length): right for equal
           lengths, scrambled for a ragged batch;
         - *writing the padding columns too* and advancing every row by $T$; *a copy per update* (`torch.cat`, or a
@@ -525,4 +524,5 @@ def build() -> LessonBuilder:
         - *FlashAttention/FlashInfer* skip the masked blocks entirely, and quantised caches (FP8 KV in vLLM and
           TensorRT-LLM) halve the bytes term.
     """)
+    lesson.mistakes()
     return lesson

@@ -40,7 +40,7 @@ def build() -> LessonBuilder:
         - **Pre-norm 带来什么**：残差流上有一条不经过 norm 的恒等梯度通路，不再像 post-norm 那样离不开 warm-up；但深层模型仍要小心初始化缩放（GPT-2 的 $1/\sqrt{N}$）、warm-up、学习率和梯度裁剪，残差流的尺度也随深度增长，所以输出头前还要一个 `model.norm`。
         - **参数名**：与 checkpoint 完全一致，才能加载 Hugging Face 权重。
         - **KV cache**：block 把 cache 传给 attention 层，逐 token 解码应与整段重算一致。
-        - **易错点**：拆分或合并头时不转置（形状对但数值错）、只旋转 query、位置用 `arange` 而非 `position_ids`、忘记 causal 或 padding mask、post-norm、残差加到归一化后的输入上、两次用同一个 norm、MLP 读取 $x$ 而不是 $h$、cache 未传入。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. The block, and why the norm comes first
@@ -307,7 +307,7 @@ def build() -> LessonBuilder:
         **`LlamaBlock`.** Two lines, and every token of them matters: the residual is the *un-normalised* input, the
         second norm reads $h$ (after the attention residual), and each norm has its own weight.
 
-        **The mistakes the checks catch** (each is a mutant in `tests/mutants/p02_llama_block.py`):
+        **The usual mistakes, and why they are wrong**:
         - *`view(B, H, T, D)` instead of `view(B, T, H, D).transpose(1, 2)`*: the shapes are right and the heads are
           made of the wrong numbers, mixing tokens into heads.
         - *Merging heads without the transpose*: `out.reshape(B, T, H·D)` on `(B, H, T, D)`, the same mix-up on the
@@ -338,4 +338,5 @@ def build() -> LessonBuilder:
         - *Tensor parallelism* (Megatron-LM): $W_q, W_k, W_v$ and gate/up are split by heads and hidden units across
           GPUs (column-parallel), $W_o$ and down by rows (row-parallel), with one all-reduce after each branch.
     """)
+    lesson.mistakes()
     return lesson

@@ -42,7 +42,7 @@ def build() -> LessonBuilder:
         - **缩放**：标准 LoRA $\gamma=\alpha/r$；rsLoRA $\gamma=\alpha/\sqrt r$，使大秩时学习速度不再变慢。
         - **合并（merge）**：$W \leftarrow W + \gamma BA$，推理零额外延迟；取消合并（unmerge）减回去，float64 下可精确还原，bf16 下会有舍入误差。
         - **参数计数**：GQA 下 `k_proj`/`v_proj` 的输出维度是 $n_{kv}\cdot d_\text{head}$，不是 hidden size。
-        - **易错点**：忘记冻结原权重、缩放用错、合并后前向又加一次 LoRA、重复合并。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. Why a low-rank update is enough, and what it saves
@@ -380,7 +380,7 @@ def build() -> LessonBuilder:
         `num_key_value_heads * head_dim`, a quarter of the hidden size in Llama-3-8B; and `head_dim` is not always
         `hidden_size // num_attention_heads` (Gemma, Qwen3 and some tiny test configs set it separately).
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p02_lora.py`): $B$ initialised randomly (the
+        **The usual mistakes, and why they are wrong**: $B$ initialised randomly (the
         model changes before training), $A$ and $B$ both zero or swapped (no gradient), scale $\alpha$ without the
         division, rsLoRA's $\sqrt r$ forgotten, the base weight left trainable, `merge` without the scale, `unmerge`
         that adds, a merged forward that adds the adapter a second time, a second `merge` that adds it again; in the
@@ -397,4 +397,5 @@ def build() -> LessonBuilder:
         for different adapters together: vLLM's and S-LoRA's kernels (Punica's SGMV/BGMV) gather each request's
         $A$ and $B$ and apply them to its tokens in one launch.
     """)
+    lesson.mistakes()
     return lesson

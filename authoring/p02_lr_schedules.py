@@ -23,7 +23,7 @@ def build() -> LessonBuilder:
         - WSD（warmup-stable-decay）：预热后保持峰值，最后 10–20% 的步数再衰减（线性、余弦或 1-sqrt），可以从任意稳定期检查点开始衰减。
         - 平方根倒数（inverse-sqrt）：$\eta_t = \eta_{\max}\sqrt{W/t}$，即原始 Transformer 的 Noam 调度，没有固定终点。
         - `LambdaLR` 的因子乘在每个参数组自己的初始学习率上：因子必须是**相对值** $\eta_t/\eta_{\max}$，不能返回绝对学习率。
-        - 常见错误：把衰减终点当作预热之后的时长、忘记下限、预热差一步、在 lambda 里读取当前（已被调度过的）学习率。
+        {易错点}
 
         Llama 2 was trained with AdamW at a peak learning rate of $3\times10^{-4}$ (7B, 13B), a linear warmup of 2000
         steps and a cosine decay to 10% of the peak (Touvron et al., 2023, *Llama 2*, §2.2). Llama 3 405B used a peak of
@@ -338,7 +338,7 @@ def build() -> LessonBuilder:
         scheduler reads each group's *initial* lr (LambdaLR stores it as `initial_lr`), and the constructor already
         applies `factor(0)`.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p02_lr_schedules.py`):
+        **The usual mistakes, and why they are wrong**:
         - *The decay end taken as a duration after the warmup* ($p = (t - W)/E$): the cosine reaches the floor $W$
           steps late, or never does before the run ends.
         - *No floor past the end*: the cosine climbs back to the peak by $t = 2E - W$.
@@ -363,4 +363,5 @@ def build() -> LessonBuilder:
         the optimizer and the scheduler, *then* load both state dicts. Building the scheduler after loading the
         optimizer's state overwrites the restored lr with `factor(0)` until the next `scheduler.step()`.
     """)
+    lesson.mistakes()
     return lesson

@@ -22,7 +22,7 @@ def build() -> LessonBuilder:
         - 若任何梯度出现 inf/NaN：跳过这一步（优化器完全不动，包括 AdamW 的步数），$S$ 乘以回退因子 0.5，连续成功计数清零；连续 $N$ 步（默认 2000）无溢出则 $S$ 乘以 2。
         - FP32 主权重（master weights）：模型参数用 bf16/fp16 计算，优化器在 fp32 副本上更新，再四舍五入拷回模型；否则小于 bf16 分辨率的更新会被直接舍掉（更新停滞）。
         - 每个参数 16 字节：fp16/bf16 参数 2 + 梯度 2 + fp32 主权重 4 + Adam 的 $m$、$v$ 各 4（ZeRO 论文）。
-        - 常见错误：用溢出后的梯度照常更新、回退后不清零计数、缩放后的损失在 fp16 中自身溢出、每步从四舍五入后的模型权重重建主权重。
+        {易错点}
 
         fp16 training needs help: its largest number is 65504 and its smallest normal one $6.1\times10^{-5}$, and the
         gradients of activations deep in a network are often smaller than that; they flush to zero and the layer stops
@@ -351,7 +351,7 @@ def build() -> LessonBuilder:
         The copy-down happens after every step; rebuilding the masters from the rounded model weights would throw the
         accumulated small updates away, which is exactly the stagnation the masters exist to prevent.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p02_mixed_precision.py`):
+        **The usual mistakes, and why they are wrong**:
         - *Stepping on an overflow* (only backing off), *not resetting the tracker after a backoff* (the scale grows
           again too soon), *growing every step*, *a tracker that is not reset after growth*.
         - *Unscaling with a multiplication by $S$*, *not unscaling at all*, *an unscaled loss* (no scaling), and
@@ -369,4 +369,5 @@ def build() -> LessonBuilder:
         forward. bf16 training (most LLMs since 2022) drops the loss scaler but keeps the fp32 masters; fp8 training
         (DeepSeek-V3, NVIDIA Transformer Engine) adds per-tensor or per-block scales, the same idea at finer grain.
     """)
+    lesson.mistakes()
     return lesson

@@ -45,7 +45,7 @@ def build() -> LessonBuilder:
         - **前向**：query 经低秩压缩后每个头分成 `[q_nope | q_rope]`；$c_{kv}$ 先过 `kv_a_layernorm`，再经 `kv_b_proj` 为每个头得到 `[k_nope | v]`；RoPE key 按 `position_ids` 旋转后再缓存，所有头共享。
         - **吸收（absorbed）形式**：$q^\top k = (W_{uk}^\top q_\text{nope})^\top c_{kv} + q_\text{rope}^\top k_\text{rope}$，把 $W_{uk}$ 并入 query、$W_{uv}$ 并入输出，attention 直接在缓存的 latent 上计算，解码时无需逐步上投影。
         - **缩放**：吸收后 softmax scale 仍为 $1/\sqrt{d_\text{nope} + d_\text{rope}}$（原始 query/key 头维度），不是 latent 维度。
-        - **易错点**：cache 大小把 latent 算两次或漏掉 RoPE key、忘记 latent norm、RoPE 部分取在头的前端、key 的位置从 0 开始、k 与 v 切分顺序颠倒、缓存未旋转的 RoPE key、$W_{uk}$/$W_{uv}$ 互换、把 key 当 value。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. The problem: the KV cache is the decoding bottleneck
@@ -393,7 +393,7 @@ def build() -> LessonBuilder:
         line is the easiest thing to forget: the softmax scale of MLA is fixed by the *original* score
         $q^{h\top} k^h$, whose size is $d_{nope} + d_{rope}$, while the absorbed query has size $d_c + d_{rope}$.
 
-        **The mistakes the checks catch** (each is a mutant in `tests/mutants/p02_mla.py`):
+        **The usual mistakes, and why they are wrong**:
         - *Counting the latent twice* (as if keys and values were cached separately) or *a RoPE key per head*.
         - *No RMSNorm on the latent*, or *the RoPE part taken from the wrong end* of each query head.
         - *RoPE at positions $0 \dots S-1$* instead of `position_ids`: prefill is right, every decoding step is wrong.
@@ -422,4 +422,5 @@ def build() -> LessonBuilder:
           arithmetic, but the merged matrix is $H d_c \times d_c'$, larger than the two factors, so kernels keep the
           einsum at run time.
     """)
+    lesson.mistakes()
     return lesson

@@ -38,7 +38,7 @@ def build() -> LessonBuilder:
         - **Router z-loss（ST-MoE）**：$\frac{1}{T}\sum_t \big(\operatorname{logsumexp}(l_t)\big)^2$，压住 logits 的幅度；用稳定的 `logsumexp`，先平方再平均。
         - **无辅助损失均衡（DeepSeek-V3）**：用 $\text{score}+b$ 做 top-k 选择，但 gate 用原始 sigmoid score 并归一化；bias 只改选择、不改输出。每步 $b_i \leftarrow b_i + \gamma\,\operatorname{sign}(\bar{c} - c_i)$，平均负载 $\bar c = Tk/N$。
         - **Shared experts**：每个 token 都经过的 shared experts 输出直接相加（不是平均），再加上 routed experts 的加权和；gate 不能 detach，否则 router 没有梯度。
-        - **易错点**：$f$ 只除以 $T$（Hugging Face 的归一化，均衡时得 $k$）、忘记因子 $N$、$P$ 只取被选中的概率或包含 padding、z-loss 写成平均的平方或求和、bias 加到 logits 或 gate 上、bias 更新符号反了或按比例更新、只统计第一选择。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. Four ways to keep experts busy
@@ -386,7 +386,7 @@ def build() -> LessonBuilder:
         **`moe_with_shared_experts`.** The routed part is Hugging Face's eager loop: one gather, one SwiGLU and one
         `index_add` per expert that received tokens. The shared experts are dense: every token, weight 1.
 
-        **The mistakes the checks catch** (each is a mutant in `tests/mutants/p02_moe_balance.py`):
+        **The usual mistakes, and why they are wrong**:
         - *$f$ not divided by $k$* (Hugging Face's normalisation): the balanced value becomes $k$, not 1.
         - *$P$ from the renormalised top-$k$ gates* instead of the full probabilities: the loss then ignores the
           probability mass on unchosen experts, and its gradient is wrong.
@@ -418,4 +418,5 @@ def build() -> LessonBuilder:
           DeepSeek's are not. Serving systems (vLLM, SGLang) often fuse the shared expert into the routed kernel as
           an extra expert that every token picks with weight 1.
     """)
+    lesson.mistakes()
     return lesson

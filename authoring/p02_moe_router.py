@@ -40,7 +40,7 @@ def build() -> LessonBuilder:
         - **容量**：$C = \lceil c \cdot T \cdot k / E \rceil$（向上取整，且包含 $k$）；`capacity_factor=None` 为 dropless，$C$ 取最忙 expert 的负载。
         - **槽位分配**：按选择的名次优先（所有 token 的第 1 选择先于任何第 2 选择），同名次内按 token 顺序；槽位从 0 开始，位置 $\ge C$ 的选择被丢弃（slot $=-1$）。
         - **Dispatch / combine**：把保留的选择放入 `(E, C, d)` 缓冲，各 expert 批量计算，输出乘以 gate 后加回对应 token；gate 不能 detach，router 要得到梯度。
-        - **易错点**：softmax 沿 token 维、sigmoid 分数除以全部 $E$ 的和、按 token 优先分配槽位、槽位从 1 开始、保留 $C+1$ 个、容量向下取整或漏掉 $k$、被丢弃的选择也被 dispatch、combine 不乘 gate。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. The problem: many experts, a few per token
@@ -365,7 +365,7 @@ def build() -> LessonBuilder:
         ($2HE$ per token) is negligible; the two copies (dispatch, combine) move $2kTH$ values, and on a
         multi-GPU system that traffic crosses the network twice (`p02.expert_parallel`).
 
-        **The mistakes the checks catch** (each is a mutant in `tests/mutants/p02_moe_router.py`):
+        **The usual mistakes, and why they are wrong**:
         - *Ignoring `normalize`* (renormalising always, or never): Mixtral renormalises, Qwen1.5-MoE and Switch do
           not, and the layer output differs by a per-token factor.
         - *Softmax over the wrong axis* (`dim=0`, over tokens): every shape is right, every value wrong.
@@ -395,4 +395,5 @@ def build() -> LessonBuilder:
           with `torch.where`, and `index_add_`s the gated results. That is the dropless version of your combine
           step, one expert at a time.
     """)
+    lesson.mistakes()
     return lesson

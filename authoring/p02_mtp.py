@@ -42,7 +42,7 @@ def build() -> LessonBuilder:
         - **形状**：深度 $k$ 只有 $T-k$ 个位置有输入，其中前 $T-k-1$ 个有目标 $t_{i+k+1}$；所以序列长度至少 $D+2$。
         - **损失**：每个深度一个交叉熵，对深度取平均，再乘以 $\lambda$（V3：前 10T token 取 0.3，之后 0.1），加到主损失上。
         - **推理**：MTP 模块可以丢掉，也可以当作草稿模型做自推测解码：逐深度贪心生成草稿，主模型一次前向验证。
-        - **易错点**：移位错一位、每个深度都用主模型隐状态（变成并行头）、草稿时每个深度都喂同一个 token、对深度求和而不是平均。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. The MTP module, with shapes
@@ -373,7 +373,7 @@ def build() -> LessonBuilder:
         before it ($t_n$ for depth 1, $d_{k-1}$ after). Feeding $t_n$ to every depth, or $h^0$ to every depth, are the
         usual mistakes.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p02_mtp.py`): the concatenation reversed; one
+        **The usual mistakes, and why they are wrong**: the concatenation reversed; one
         norm used for both inputs; a residual added around the module; the embedding of $t_{i+k-1}$ instead of
         $t_{i+k}$; $h^0$ at every depth; targets shifted by $k$ instead of $k+1$; the depths summed; $\lambda$
         forgotten; `log(softmax)` instead of a stable cross-entropy; the drafts all embedding $t_n$; drafting from $h^0$ at every depth.
@@ -386,4 +386,5 @@ def build() -> LessonBuilder:
         (`multi_token_prediction.py`, from memory). The acceptance-rate demo above is a toy: speed depends on
         batch size, on the verification cost and on the hardware, and is not asserted anywhere.
     """)
+    lesson.mistakes()
     return lesson

@@ -43,7 +43,7 @@ def build() -> LessonBuilder:
         - **块分配器（block allocator）**：空闲链表 + 引用计数（reference count）；计数降到 0 才回收。
         - **共享与写时复制（copy-on-write）**：fork（并行采样、束搜索）时子序列共享父序列的所有块，只增加引用计数；向一个被共享且未写满的块写入前先复制它。
         - **分页解码注意力**：每个序列按块表取出自己的 K/V，只读前 `context_len` 个位置；GQA 中查询头 $h$ 对应 KV 头 $h // (H_q/H_{kv})$。
-        - **易错点**：块释放两次或泄漏、计数不减、写入共享块不复制、最后一个不满的块算错（`ceil`）、读到上下文长度之外的槽位、GQA 头映射用了取模。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. The problem, with numbers
@@ -389,7 +389,7 @@ def build() -> LessonBuilder:
         which is the same only when $H_{kv} = 1$ or $H_{kv} = H_q$). The checks plant NaN in every slot a correct
         reader never touches, so reading one stale slot makes the whole row NaN.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p02_paged_attention.py`): a `free` that returns
+        **The usual mistakes, and why they are wrong**: a `free` that returns
         the block on every decrement (two sequences then own it), a `free` that never returns it (a leak), no
         refusal of a double free; a fork that copies the table without counting references, a write into a shared
         block without copying it, a copy-on-write that forgets to release the shared block, `floor` instead of
@@ -409,4 +409,5 @@ def build() -> LessonBuilder:
         FlashInfer and FlashAttention (`block_table=` argument of `flash_attn_with_kvcache`) read the same layout.
         SGLang uses a token-level pool (block size 1) with a radix tree on top.
     """)
+    lesson.mistakes()
     return lesson

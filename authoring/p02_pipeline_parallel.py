@@ -46,7 +46,7 @@ def build() -> LessonBuilder:
         - **GPipe**：先做完全部 $m$ 个前向再做全部反向，每个 stage 要同时保存 $m$ 份激活。
         - **1F1B**：stage $s$ 先做 $\min(p-s-1, m)$ 个前向预热，然后前向与反向交替，最后排空；同一时刻最多保存 $\min(p-s, m)$ 份激活，与 $m$ 无关。
         - **实现**：发送用 `isend`（非阻塞），接收用 `recv`；每个微批次的 loss 除以 $m$，梯度才等于整批训练的梯度。
-        - **易错点**：用阻塞的 `send` 导致 1F1B 死锁、loss 没有除以 $m$、反向后不释放保存的激活（检查用弱引用实测存活的激活，不看你自己报告的峰值）、1F1B 预热数差一、稳态中先 B 后 F、在默认进程组上用 rank ± 1 寻址相邻 stage（在子进程组上会发给旁观者或自己）。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. Stages, micro-batches, and the bubble
@@ -444,7 +444,7 @@ def build() -> LessonBuilder:
         by its micro-batch's backward, or frees the output as soon as it is sent, as Megatron does). The checks count
         the tensors autograd saved for backward and what still references them, not the send buffers.
 
-        **The mistakes the checks catch** (each a mutant in `tests/mutants/p02_pipeline_parallel.py`):
+        **The usual mistakes, and why they are wrong**:
         - 1F1B with one warm-up forward too many (`p - s`): the right ops in a different order, one more activation held;
           the steady phase written as backward-then-forward: the last stage runs $B_0$ before $F_0$, which the
           simulator and the tables reject.
@@ -470,4 +470,5 @@ def build() -> LessonBuilder:
         and activation recomputation (`p02.activation_checkpointing`) is combined with 1F1B to fit larger
         micro-batches.
     """)
+    lesson.mistakes()
     return lesson

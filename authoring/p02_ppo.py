@@ -22,7 +22,7 @@ def build() -> LessonBuilder:
         - 裁剪策略损失：$-\min(\rho A,\ \mathrm{clip}(\rho, 1-\varepsilon, 1+\varepsilon)A)$，$\rho = e^{\log\pi - \log\pi_\text{old}}$；裁剪价值损失取两种平方误差的较大者，再乘 $\tfrac12$。
         - 按 token 平均（所有有效 token 一起平均）与按序列平均（每条先平均）对长短回答的权重不同。
         - KL 估计量（从 $\pi$ 采样，$\log r = \log\pi_\text{ref} - \log\pi$）：$k_1 = -\log r$（无偏、方差大、可为负）；$k_2 = \tfrac12(\log r)^2$（有偏、方差小）；$k_3 = (r - 1) - \log r$（无偏且恒非负）。
-        - 常见错误：done 处仍然自举、优势带着梯度、min/max 用反、比率写成 exp(logprobs) / exp(old_logprobs)（float32 中对数概率约 −120 时为 0/0）、裁剪价值时以新值为中心、把填充 token 算进平均、KL 的符号或方向反了。
+        {易错点}
 
         InstructGPT's RLHF stage ran PPO on about 31k prompts, with the policy and a value model both initialised
         from 6B-parameter models and a per-token KL penalty of coefficient $\beta = 0.02$ towards the SFT model
@@ -343,7 +343,7 @@ def build() -> LessonBuilder:
         would cancel. The rewards put the score on the last *real* token (the rightmost set mask bit, as in
         `p02.reward_model`), never on padding.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p02_ppo.py`): bootstrapping across an episode
+        **The usual mistakes, and why they are wrong**: bootstrapping across an episode
         end, the `(1 - d)` factor left off the recursion, $\gamma$ in place of $\gamma\lambda$, advantages that keep a
         gradient, the recursion run left to right; `max` instead of `min`, the clip applied to the advantage, the ratio
         as `exp(logprobs) / exp(old_logprobs)` (0/0 for float32 log-probs near $-120$), padding in
@@ -359,4 +359,5 @@ def build() -> LessonBuilder:
         DAPO (`p02.grpo`) argues for the token mean on long reasoning traces. GRPO drops the value model altogether and
         replaces GAE by the normalised reward of a group of samples per prompt.
     """)
+    lesson.mistakes()
     return lesson

@@ -41,7 +41,7 @@ def build() -> LessonBuilder:
         - **匹配（match）**：沿树走，按整块比较；在边的中间分叉时**分裂（split）**节点，使返回的节点恰好结束在匹配处。
         - **插入（insert）**：共享已有前缀，在分叉处分裂，剩余部分挂成新叶子；返回已缓存的 token 数（调用者释放重复的块）。
         - **锁定与 LRU 淘汰**：正在运行的请求对其路径加引用计数；淘汰时只删除引用计数为 0 的叶子中最久未访问的块，一块一块地删。
-        - **易错点**：不分裂导致返回多余的块、插入时覆盖已有块、访问时间只更新叶子不更新祖先、淘汰了被锁定或非叶子的块、命中率把不完整的最后一块算进去。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. The problem, with numbers
@@ -393,7 +393,7 @@ def build() -> LessonBuilder:
         free queue in eviction order, so that a hit can take a block out of the middle in $O(1)$. Refusing before
         evicting anything keeps the tree consistent when the caller asks for too much.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p02_prefix_cache.py`): no split (a match
+        **The usual mistakes, and why they are wrong**: no split (a match
         returns the whole edge's blocks); a split that drops the lower node from the tree; a comparison by tokens
         instead of whole blocks; only the last node touched; insert that replaces the cached blocks; a clock that
         does not advance; lock on the node only (the ancestors' blocks can then be evicted under a running request);
@@ -408,4 +408,5 @@ def build() -> LessonBuilder:
         with the allocator of `p02.paged_attention`: a cached block is held by the cache (count 1), revived with an
         extra reference on a hit, and returned to the free list only by eviction.
     """)
+    lesson.mistakes()
     return lesson

@@ -24,7 +24,7 @@ def build() -> LessonBuilder:
         - OBS 剪枝：去掉一个权重后用 $\delta = -\frac{w_q}{[H^{-1}]_{qq}} H^{-1}_{:,q}$ 补偿其余权重，
           显著性 (saliency) $\frac{w_q^2}{2[H^{-1}]_{qq}}$ 最小的先剪。
         - Wanda 的 $|W|\cdot\|X\|$ 正是 OBS 显著性在 $H$ 取对角近似时的平方根。
-        - 常见错误：在整层而不是每行内比较、2:4 分组方向错、补偿时用 $H$ 而不是 $H^{-1}$。
+        {易错点}
 
         Half the weights of an LLM can be set to zero at little cost, if you choose the right half. On LLaMA-7B at
         50% unstructured sparsity, WikiText-2 perplexity goes from 5.68 (dense) to 17.29 with magnitude pruning,
@@ -346,7 +346,7 @@ def build() -> LessonBuilder:
         Row $r$ moves along row $q_r$ of $H^{-1}$ (symmetric: the same as the column), all rows in one gather
         (`H_inv[pruned]`, `(N, K)`). The removed weight is then set to exactly 0.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p02_pruning.py`):
+        **The usual mistakes, and why they are wrong**:
         - Removing the *largest* scores; a per-layer comparison where per-row was asked (or the reverse); a
           threshold that prunes all ties.
         - Wanda with $\|X\|^2$ or the norm over the wrong axis (per token instead of per feature), or activations
@@ -365,4 +365,5 @@ def build() -> LessonBuilder:
         masks on modules during training. Pruned LLMs are usually fine-tuned or distilled briefly afterwards to
         recover accuracy (`p02.distillation`).
     """)
+    lesson.mistakes()
     return lesson

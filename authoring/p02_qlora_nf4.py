@@ -23,7 +23,7 @@ def build() -> LessonBuilder:
         - 双重量化（double quantization）：每块的 fp32 absmax 本身再量化——减去均值后，每 256 个一组用 8 位（这里用 fp8 e4m3）存储，外加每组一个 fp32 缩放。
         - 每参数字节数：$0.5 + 4/64 = 0.5625$ B（4.5 位）；双重量化后 $0.5 + 1/64 + 4/(64\cdot256) \approx 0.5159$ B（约 4.127 位）。
         - 对正态分布的权重，NF4 的误差明显小于均匀 int4。
-        - 常见错误：码本少了 0 或正负对称、全零块除以 0、取整方向错（截断而不是最近）、高低半字节顺序颠倒、最后一个不完整块处理错。
+        {易错点}
 
         Fine-tuning LLaMA-65B in 16-bit takes more than 780 GB of GPU memory; QLoRA fine-tunes it on a single 48 GB
         GPU, with the frozen base model stored in 4 bits and LoRA adapters trained in bf16 on top, and its Guanaco
@@ -328,7 +328,7 @@ def build() -> LessonBuilder:
         the fp8 codes (the negative ones) would never be used. The fp8 cast rounds to nearest-even; viewing the bytes
         as `uint8` is how the codes are stored.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p02_qlora_nf4.py`): a symmetric code book
+        **The usual mistakes, and why they are wrong**: a symmetric code book
         without zero, the wrong linspace lengths, normalising by the wrong end; scaling by the absmax of the whole
         tensor, truncation instead of the nearest level, a zero block divided by zero, the nibbles swapped, the last
         partial block dropped; the mean not subtracted, int8 rounding instead of fp8, scales from the whole tensor;
@@ -343,4 +343,5 @@ def build() -> LessonBuilder:
         rounding each weight to its nearest level; FP4/MXFP4 (microscaling, block 32 with an 8-bit power-of-two
         scale) is the hardware-native successor on Blackwell GPUs.
     """)
+    lesson.mistakes()
     return lesson

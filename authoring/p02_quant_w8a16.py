@@ -25,7 +25,7 @@ def build() -> LessonBuilder:
           组越小误差越小，但缩放因子占的字节越多。
         - int4 两个数装进一个字节 (packing)：低 4 位放偶数列，高 4 位放奇数列，解包时要做符号扩展 (sign extension)。
         - W8A16 线性层：权重以 int8 存储，计算前反量化 (dequantize) 成激活的 dtype，再做普通矩阵乘。
-        - 常见错误：$q_{\max}$ 用成 $2^b-1$、截断代替四舍五入、组缩放用 `repeat` 代替 `repeat_interleave`、忘记零点。
+        {易错点}
 
         Generating one token at batch size 1 reads every weight of the model once. Llama-2-7B has 6.74 billion
         parameters (Touvron et al., 2023, arXiv:2307.09288): 13.5 GB in bf16. An H100 SXM reads HBM at 3.35 TB/s
@@ -423,7 +423,7 @@ def build() -> LessonBuilder:
         is the hot path. Dequantising to `x.dtype` means bf16 activations meet a bf16 weight, exactly as in the
         unquantised model; the only new error is the rounding of the weights.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p02_quant_w8a16.py`):
+        **The usual mistakes, and why they are wrong**:
         - $q_{\max} = 2^b - 1$ for a *signed* code: the scale is half what it should be and everything above half the
           range is clamped: a huge error on the largest weights, the ones that matter most.
         - Truncation instead of rounding (`(w / s).to(torch.int8)`): the error bound becomes $s$, not $s/2$, and the
@@ -449,4 +449,5 @@ def build() -> LessonBuilder:
         is the baseline that GPTQ (`p02.gptq`) improves on by correcting each column's rounding error with the
         columns not yet quantised.
     """)
+    lesson.mistakes()
     return lesson

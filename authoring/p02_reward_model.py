@@ -22,7 +22,7 @@ def build() -> LessonBuilder:
         - Bradley–Terry 模型：$P(y_w \succ y_l) = \sigma(r_w - r_l)$，损失 $-\log\sigma(r_w - r_l) = \mathrm{softplus}(-(r_w - r_l))$；只有差值有意义，奖励可以整体平移。
         - Llama 2 在差值里减去一个按偏好强度给定的间隔（margin）：$-\log\sigma(r_w - r_l - m)$；TRL 还可加 $\lambda\,\mathbb E[(r_w + r_l)^2]$ 把奖励拉回 0 附近。
         - 指标：准确率（$r_w > r_l$ 的比例，平局算错）与平均间隔 $\mathbb E[r_w - r_l]$。
-        - 常见错误：取最后一个位置（可能是填充）、右填充公式用在左填充上、`log(sigmoid(x))` 在大间隔下溢出成 $-\infty$、chosen/rejected 顺序颠倒、平局算对。
+        {易错点}
 
         InstructGPT's reward model is a 6B GPT-3 with its unembedding replaced by a scalar head, trained on 33k prompts
         whose labellers ranked 4 to 9 answers each, i.e. up to 36 comparisons per prompt (Ouyang et al., 2022, §3.5 and
@@ -286,7 +286,7 @@ def build() -> LessonBuilder:
         **`RewardModel`.** The backbone must see the attention mask: with left padding, an unmasked backbone lets the
         real tokens attend to the pads, and the reward changes with the amount of padding.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p02_reward_model.py`): the last column read
+        **The usual mistakes, and why they are wrong**: the last column read
         regardless of padding, `mask.sum() - 1` (right padding only), the first real token; `log(sigmoid(·))`
         (infinite loss at large gaps), the pair swapped, the margin added instead of subtracted, ties counted as
         correct, the centring term on the difference; mean pooling instead of the last token, the mask not passed to
@@ -301,4 +301,5 @@ def build() -> LessonBuilder:
         with running statistics for PPO. InstructGPT put all $\binom{K}{2}$ comparisons of one prompt into the same
         batch, so that each answer's forward pass is shared and the model does not overfit to repeated answers.
     """)
+    lesson.mistakes()
     return lesson

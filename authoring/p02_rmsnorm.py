@@ -34,7 +34,7 @@ def build() -> LessonBuilder:
         - **精度**：fp16/bf16 输入先 upcast 到 float32（float64 保持不变）再平方求均值，最后 cast 回输入 dtype；否则 fp16 中 $|x| > 256$ 时平方溢出为 `inf`。
         - **模块**：gain 是 `nn.Parameter`，初始化为全 1，参数名 `weight` 与 Hugging Face checkpoint 一致，forward 使用本层的 `eps`。
         - **反向**：令 $r = 1/\mathrm{rms}$、$\hat x = r x$、$u = g \odot \partial L/\partial y$，则 $\partial L/\partial x = r\,(u - \hat x\,\tfrac{1}{d}\langle u, \hat x\rangle)$；$\partial L/\partial g$ 是 $\partial L/\partial y \odot \hat x$ 对所有前导维求和（不是平均）。
-        - **易错点**：不 upcast、用方差代替均方、$\epsilon$ 放到根号外、对所有元素归约、返回 float32、`x.float()` 把 float64 降为 float32、反向漏掉投影项。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. Why normalise, and why not LayerNorm?
@@ -222,7 +222,7 @@ def build() -> LessonBuilder:
         the square root and the division. The weight multiplies in float32 and the result is cast back once: one
         rounding to the output dtype.
 
-        **The mistakes the checks catch** (each is a mutant in `tests/mutants/p02_rmsnorm.py`):
+        **The usual mistakes, and why they are wrong**:
         - *No upcast*: correct in fp32, `inf`/zeros in fp16 once $|x| > 256$. Tests in fp32 alone never see it.
         - *LayerNorm's statistic*: `(x - x.mean()).pow(2).mean()` is the variance; on activations with a non-zero
           mean it gives a different answer.
@@ -244,4 +244,5 @@ def build() -> LessonBuilder:
         read $x$ once and write $y$ once. You will write that kernel in Triton in `p03.rmsnorm`, using the backward you
         derived here, where the weight gradient's sum over rows becomes a two-stage reduction.
     """)
+    lesson.mistakes()
     return lesson

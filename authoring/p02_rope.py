@@ -43,7 +43,7 @@ def build() -> LessonBuilder:
         - **position ids**：按显式的 `position_ids` 取表行，KV cache 解码和 left padding 都依赖它。
         - **精度**：bf16/fp16 中计算 $m\theta$ 会丢失大位置的精度；结果要 cast 回 $x$ 的 dtype。
         - **长上下文缩放**：只改 $\theta_i$，不改旋转。Llama 3.1（`rope_type="llama3"`）按波长 $\lambda_i = 2\pi/\theta_i$ 分段：短波保持，长波除以 factor $s$，中间用 $\gamma = \operatorname{clamp}((L/\lambda - \ell)/(h - \ell), 0, 1)$ 平滑混合；YaRN 按维度下标做线性 ramp（由 $\beta_\text{fast}=32$、$\beta_\text{slow}=1$ 决定边界），并把 cos/sin 乘以注意力因子 $0.1\ln s + 1$。
-        - **易错点**：指数写成 $-i/D$、表按 interleaved 重复、rotate_half 漏负号、cos 与 sin 互换、忽略 `position_ids`、interleaved 结果没有交错放回、用共轭（反向）旋转；缩放时高低频段弄反、不做 clamp、YaRN ramp 方向反了、漏掉注意力因子或只对所有频率做线性插值。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. Where position information has to come from
@@ -613,7 +613,7 @@ def build() -> LessonBuilder:
         The strided slices `0::2` and `1::2` pick the pair coordinates. `stack(..., dim=-1).flatten(-2)` puts
         `(even, odd)` back next to each other, the inverse of the strided split.
 
-        **The mistakes the checks catch** (each one is a mutant in `tests/mutants/p02_rope.py`):
+        **The usual mistakes, and why they are wrong**:
         - *Angles in the low dtype*: bf16 tables computed in bf16 are noise after a few hundred positions. A check in
           float32 alone never sees it, so the check builds 8192-position tables in every dtype.
         - *`arange(D // 2) / D` for the exponent*: the right shape with the wrong frequencies. Caught by the hand case
@@ -681,4 +681,5 @@ def build() -> LessonBuilder:
           therefore advise adding the YaRN `rope_scaling` block only when prompts really exceed its native 32k
           tokens.
     """)
+    lesson.mistakes()
     return lesson

@@ -26,8 +26,7 @@ def build() -> LessonBuilder:
         - **惩罚**：重复惩罚（repetition penalty）对出现过的 token 正 logits 除以 $\theta$、负 logits 乘以 $\theta$；
           频率/存在惩罚（frequency/presence）减去 $\alpha_f \cdot c_j + \alpha_p \cdot [c_j>0]$，$c_j$ 要按出现次数计数。
         - **束搜索（beam search）**：保留累计对数概率最高的 $k$ 条假设，结束的假设按 $\log p / L^{\alpha}$（长度惩罚）排名。
-        - **易错点**：负 logits 也除以 $\theta$（反而奖励重复）、重复 token 只计一次、顺序不同结果不同（温度要在 top-p/min-p 之前）、
-          用未处理的 logits 采样、束搜索忘了只从第一条束开始扩展。
+        {易错点}
 
         A language model does not produce text; it produces one row of logits per step, `(B, V)`, and a decoding
         strategy turns that row into a token. The choice matters as much as the weights: Holtzman et al. (2020,
@@ -543,7 +542,7 @@ def build() -> LessonBuilder:
         The arithmetic runs in float32 and is cast back, so a bfloat16 score minus a small penalty is rounded once.
 
         **Sampler.** Processors run on float32 scores in list order, so `[Temperature(2), TopP(0.9)]` and `[TopP(0.9),
-        Temperature(2)]` differ, as they should. The "no token left" test catches a chain such as `MinP` after a
+        Temperature(2)]` differ, as they should. The "no token left" guard stops a chain such as `MinP` after a
         processor that set everything to `-inf`: `softmax` of an all-`-inf` row is NaN, and `torch.multinomial` then
         raises an unhelpful error (or, on some GPUs, returns garbage). `torch.multinomial(probs, 1, generator=...)`
         draws by inverse CDF; with a seeded generator it is reproducible, which is how the chi-square check can fix its
@@ -554,7 +553,7 @@ def build() -> LessonBuilder:
         ranks, and the length penalty applied only when a hypothesis finishes (running beams compare raw sums, which
         is fair because they all have the same length).
 
-        **The mistakes the checks catch** (the mutants in `tests/mutants/p02_sampling.py`):
+        **The usual mistakes, and why they are wrong**:
         - *top-k with `<=`*, which removes the $k$-th token itself; *top-p with the inclusive cumulative sum*, which
           drops the token that crosses the threshold (a row whose top token has probability 0.95 and `top_p = 0.9`
           keeps nothing but the guaranteed one, and at 0.5/0.5 the second is lost);
@@ -586,4 +585,5 @@ def build() -> LessonBuilder:
         - *Speculative decoding* (lesson `p02.speculative_decoding`) needs the exact processed distribution, not just a
           sample from it, on both the draft and the target: `next_token_probs` is the function it reuses.
     """)
+    lesson.mistakes()
     return lesson

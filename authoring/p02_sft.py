@@ -22,7 +22,7 @@ def build() -> LessonBuilder:
         - 标签与输入对齐存放，损失内部错位一位：位置 $t$ 的 logits 预测标签 $t+1$。
         - 两种平均：按 token 平均（所有有效 token 一起平均，长回答权重大）与按序列平均（每条先平均再平均）；梯度累积时要按 token 数而不是微批数归一化。
         - SFT 打包（packing）：按顺序把样本装进长度上限为 $L$ 的行（next-fit），位置编号在每个样本开头重置，每个样本第一个 token 的标签设为 $-100$，避免跨样本预测。
-        - 常见错误：把角色头也算进损失、漏掉结束符、忘记错位、空回答行导致除以 0、打包时跨样本的标签没有屏蔽。
+        {易错点}
 
         Llama 2-Chat's supervised fine-tuning used 27,540 annotated dialogues; the authors "concatenate all the
         prompts and answers from the training set", separate prompt and answer with a special token, and "zero-out
@@ -369,7 +369,7 @@ def build() -> LessonBuilder:
         **`pack_sft`.** Next-fit never looks back, so the order of the data is kept (and the time is linear). The
         boundary rule is written as "copy `labels[1:]`", so the first label of every example stays $-100$.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p02_sft.py`): a missing newline after
+        **The usual mistakes, and why they are wrong**: a missing newline after
         `<|im_end|>` or after the role, the generation header without its newline; role headers trained on, the end
         token left out of the span, no mask at all, spans that ignore the newline between messages (they drift);
         no shift, a mean over all positions (masked ones included), a row without answers divided by zero, no float32
@@ -385,4 +385,5 @@ def build() -> LessonBuilder:
         token mean, divided by `num_items_in_batch` under gradient accumulation. OpenRLHF and LLaMA-Factory do the
         same with their own template registries; vLLM renders the same Jinja template when serving.
     """)
+    lesson.mistakes()
     return lesson

@@ -25,6 +25,7 @@ def build() -> LessonBuilder:
         - 平滑因子 (smoothing factor)：$s_j = \max|X_j|^{\alpha} / \max|W_{:,j}|^{1-\alpha}$，迁移强度 $\alpha$ 通常取 0.5。
         - $1/s$ 折叠进前一层的 LayerNorm/RMSNorm 权重，$s$ 乘进线性层的权重列：推理时零额外开销。
         - 本节在一个离群值很重的层上量化验证：平滑后 W8A8 的输出误差至少降低一半。
+        {易错点}
 
         Weight-only quantisation (`p02.quant_w8a16`) shrinks the bytes but still multiplies in 16 bits. For
         compute-bound work (prefill, large batches) the win is in the multiply itself: an H100 SXM does 1979 dense
@@ -315,7 +316,7 @@ def build() -> LessonBuilder:
         **`w8a8_linear`.** The two scales come out of the integer sum because each is constant along $k$: the
         token scale per row of the output, the channel scale per column. Everything inside the sum is exact.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p02_smoothquant.py`):
+        **The usual mistakes, and why they are wrong**:
         - $\alpha$ on the wrong side ($a^{1-\alpha}/b^{\alpha}$), $b$ taken over the wrong axis (per output row
           instead of per input column), no clamp (a dead channel gives $s = 0$ and then NaN).
         - Folding the wrong way: multiplying the norm by $s$, scaling the weight *rows*, forgetting the norm's bias.
@@ -334,4 +335,5 @@ def build() -> LessonBuilder:
         same per-token/per-channel scaling. AWQ applies the same identity to *weight-only* quantisation: it scales up
         the weight columns that meet large activations so that their rounding error matters less.
     """)
+    lesson.mistakes()
     return lesson

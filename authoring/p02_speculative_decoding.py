@@ -27,8 +27,7 @@ def build() -> LessonBuilder:
         - **接受率与加速**：$\alpha = \sum_x \min(p(x), q(x)) = 1 - \mathrm{TV}(p, q)$；每次目标调用期望产出
           $(1-\alpha^{k+1})/(1-\alpha)$ 个 token；加速比再除以 $(k c + 1)$，$c$ 是草稿与目标单步耗时之比。
         - **贪心模式**：草稿 token 等于目标的 argmax 才接受，输出与目标贪心解码逐 token 相同。
-        - **易错点**：接受概率写成 $p/q$ 不截断或 $q/p$；拒绝后从 $p$ 而不是残差采样（分布偏了）；忘了 bonus token；
-          拒绝后继续验证后面的草稿；目标 logits 的位置错一位；随机数取自全局生成器而不是 `generator`（同一种子结果不可复现）。
+        {易错点}
 
         A decode step of a large model is memory-bound (lesson `p02.kv_cache`): Llama-3-70B in bf16 reads 140 GB of
         weights to produce one token per sequence, and the GPU's arithmetic units sit mostly idle. Scoring $k+1$
@@ -367,7 +366,7 @@ def build() -> LessonBuilder:
         greedy rule counts leading matches with a cumulative product. The last block is shortened so that no more
         than `max_new_tokens` tokens are drafted.
 
-        **The mistakes the checks catch** (the mutants in `tests/mutants/p02_speculative_decoding.py`):
+        **The usual mistakes, and why they are wrong**:
         - *$p/q$ without the cap* — harmless for acceptance (a uniform is never above 1) but wrong as a probability;
           *$q/p$* instead of $p/q$: over-proposed tokens are accepted more, not less;
         - *resampling from $p$* after a rejection instead of from the residual: tokens the draft already proposed get
@@ -396,4 +395,5 @@ def build() -> LessonBuilder:
         - *Batched verification* in vLLM handles rows with different numbers of accepted tokens in one kernel
           (its rejection sampler is a fused GPU kernel that implements exactly the rule above).
     """)
+    lesson.mistakes()
     return lesson

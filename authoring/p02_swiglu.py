@@ -40,7 +40,7 @@ def build() -> LessonBuilder:
         - **模块**：参数名 `gate_proj`、`up_proj`、`down_proj`，`bias=False`，才能直接加载 Hugging Face checkpoint。
         - **手写反向**：$\bar A = \bar Y W_\text{down}$，$\bar U = \bar A \odot \operatorname{silu}(G)$，$\bar G = \bar A \odot U \odot \operatorname{silu}'(G)$，$\operatorname{silu}'(z) = \sigma(z)(1 + z(1-\sigma(z)))$；权重梯度对 $N$ 行求和（$\bar W_\text{gate} = \bar G^\top X$ 等），$\bar X = \bar G W_\text{gate} + \bar U W_\text{up}$ 两条路径相加；只保存 gate、up，反向时重算 silu。
         - **融合 gate_up_proj**：把 $W_\text{gate}$、$W_\text{up}$ 拼成 $(2h, d)$，一次 GEMM 后切分；vLLM `MergedColumnParallelLinear` 与 HF Phi-3 都是 **gate 在前半**（gpt-oss 则交错存放）。
-        - **易错点**：silu 用在 up 分支、用 GELU 或 sigmoid 代替 SiLU、漏掉 up 分支、向下取整、已是倍数时多加一个倍数、先取整再乘 multiplier、gate 与 up 互换、`nn.Linear` 默认带 bias；反向把 silu′ 写成 sigmoid、$\bar X$ 漏掉 up 路径、权重梯度取平均；融合时 gate/up 顺序颠倒或按奇偶交错切分。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. From a plain MLP to a gated one
@@ -488,7 +488,7 @@ def build() -> LessonBuilder:
 
         **`SwiGLU`.** Three `nn.Linear(..., bias=False)`: the attribute names *are* the checkpoint format.
 
-        **The mistakes the checks catch** (each is a mutant in `tests/mutants/p02_swiglu.py`):
+        **The usual mistakes, and why they are wrong**:
         - *Activation on the wrong branch* (`silu(up) * gate`): same shapes, same cost, a different function. Only a
           reference with distinct gate and up weights sees it; with a checkpoint it silently ruins the model.
         - *GELU or sigmoid instead of SiLU*: a different GLU variant. GELU is within about 0.1 of SiLU near zero, so
@@ -533,4 +533,5 @@ def build() -> LessonBuilder:
         - Liger-Kernel's `LigerSwiGLUMLP` fuses silu and the product in Triton and recomputes the activation in the
           backward pass to save activation memory; `p03.fused_elementwise` builds that kernel.
     """)
+    lesson.mistakes()
     return lesson

@@ -47,7 +47,7 @@ def build() -> LessonBuilder:
         - **SwiGLU**：gate 与 up 融合成一个列并行线性层（每个 rank 的权重是 [gate 的一段; up 的一段]），$f$ 只调用一次。
         - **注意力**：按头切分，GQA 的 KV 头也要切；$p$ 不能整除 query 头数或 KV 头数时直接拒绝。
         - **词表并行交叉熵**：logits 按词表切分，不做 all-gather；对每个 token 的最大值（MAX）、$\sum e^{z}$（SUM）和目标 logit（只由拥有该词的 rank 提供）做 all-reduce，反向 softmax − one-hot 完全本地。
-        - **易错点**：行并行的 bias 在求和前加（被加了 $p$ 次）、f 的反向忘记 all-reduce、g 的反向又 all-reduce 一次、gate/up 融合时布局错误、KV 头切分的偏移错误、目标 logit 每个 rank 都加一遍、忽略传入的 group（单独成一个 world 时正确，在子进程组上会等待组外的 rank）。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. The problem: one layer does not fit, and its matmuls are what we split
@@ -620,9 +620,9 @@ def build() -> LessonBuilder:
         tokens gives $1/N$). Megatron-Core fuses the max and the two sums into fewer calls and casts in place to save
         the $N \times V/p$ float32 buffers; with label smoothing it also all-reduces the mean log-probability.
 
-        **The mistakes the checks catch** (each a mutant in `tests/mutants/p02_tensor_parallel.py`):
-        - $f$'s backward without the all-reduce: the input gradient is one rank's share (the column-parallel grads
-          and gradcheck catch it); $g$'s backward with an extra all-reduce: gradients $p$ times too large.
+        **The usual mistakes, and why they are wrong**:
+        - $f$'s backward without the all-reduce: the input gradient is one rank's share (the input gradient of the
+          column-parallel layer no longer matches the unsplit layer's); $g$'s backward with an extra all-reduce: gradients $p$ times too large.
         - $g$ all-reducing the caller's tensor in place: the right sum, a corrupted input.
         - every rank slicing block 0 (a missing `rank *`), or rows where the columns were meant.
         - the row-parallel bias added before the sum: counted $p$ times.
@@ -644,4 +644,5 @@ def build() -> LessonBuilder:
         the vocabulary to a multiple of $p$; at inference the all-reduce after each block is the main cost of TP,
         which is why vLLM ships custom all-reduce kernels for small messages.
     """)
+    lesson.mistakes()
     return lesson

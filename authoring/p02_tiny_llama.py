@@ -44,7 +44,7 @@ def build() -> LessonBuilder:
         - **position ids**：取 `attention_mask.cumsum(-1) - 1`（left padding 时真实 token 从 0 开始）；解码时取最后 $T$ 列，而不是每次从 0 重新开始。
         - **Meta checkpoint 转换**：Meta 的 $W_q$、$W_k$ 按 interleaved RoPE 存储，要对每个头的行做 permutation 转成 rotate-half 布局；$W_k$ 按 $n_{kv}$ 个头置换；`w1`→`gate_proj`，`w3`→`up_proj`，`w2`→`down_proj`。
         - **Greedy 生成**：先带 mask prefill 整个 prompt，之后每步只输入一个新 token，取最后一列的 logits 做 argmax，每步都传入扩展后的 mask。
-        - **易错点**：漏掉最终 norm、tied head 用拷贝、所有层共用一个 cache、padding mask 未传入、不做或做反 q/k permutation、`w1`/`w3` 互换、每步全序列重算、取第一列 logits、解码步不带 mask。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. The whole model, with shapes
@@ -377,7 +377,7 @@ def build() -> LessonBuilder:
         **`generate_greedy`.** One prefill, then one single-token forward per new token; the last token needs no
         forward pass of its own. Under `torch.no_grad()` nothing is kept for a backward pass.
 
-        **The mistakes the checks catch** (each is a mutant in `tests/mutants/p02_tiny_llama.py`):
+        **The usual mistakes, and why they are wrong**:
         - *No final norm*: the head reads the raw residual stream, whose scale grows with depth.
         - *Scaling the embeddings by $\sqrt{d}$*: Gemma's convention, not Llama's.
         - *A copy instead of tying* (`nn.Parameter(embed.weight.clone())`): equal today, different after one
@@ -415,4 +415,5 @@ def build() -> LessonBuilder:
           `v_proj` into one `qkv_proj`), and llama.cpp's `convert_hf_to_gguf.py` permutes q/k back to the interleaved
           layout that its kernels use.
     """)
+    lesson.mistakes()
     return lesson

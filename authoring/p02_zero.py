@@ -46,8 +46,7 @@ def build() -> LessonBuilder:
         - **ZeRO-1 的一步**：all-reduce 梯度并除以 $N_d$ → 取自己那一片 → 本地优化器只更新这一片 → all-gather 拼回完整参数。
         - **ZeRO-2**：用 reduce-scatter 代替 all-reduce，每个 rank 只收到自己那一片梯度之和，完整梯度可以立即释放；通信量与 all-reduce 相同（reduce-scatter + all-gather = all-reduce）。
         - **任意优化器**：逐元素的优化器（AdamW、SGD、Adam）对分片更新与整体更新逐位相同；需要整个张量的（LAMB 的信任比、Shampoo、梯度范数裁剪）要额外通信。
-        - **没有梯度的参数**：冻结或前向没用到的参数（所有 rank 上 `.grad` 都是 `None`），`torch.optim` 会跳过；扁平分片上零梯度不等于没有梯度（权重衰减、动量照样生效），所以 step 要把这些元素及其优化器状态原样放回。
-        - **易错点**：忘记除以 $N_d$、分片偏移没有补齐（$\Psi$ 不能被 $N_d$ 整除时错位）、更新后没有 all-gather、优化器建在完整参数上（状态没有切分）、对冻结参数做权重衰减、用全局的 rank 和 world size 而不是 `group` 的。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. Where the memory goes
@@ -396,7 +395,7 @@ def build() -> LessonBuilder:
         right after flattening. Each rank sends $(N_d - 1) S$ elements and receives as many, half of an
         all-reduce; the all-gather of the parameters is the other half.
 
-        **The mistakes the checks catch** (the mutants in `tests/mutants/p02_zero.py`):
+        **The usual mistakes, and why they are wrong**:
         - *No division by the world size*: the sum of gradients, an effective learning rate $N_d$ times too large
           (AdamW hides part of it, but not its weight decay and epsilon).
         - *Shard size `numel // world_size`* (no padding): with an odd $\Psi$ the last elements belong to no shard
@@ -429,4 +428,5 @@ def build() -> LessonBuilder:
         contiguous buffer, overlapped with backward bucket by bucket as in `p02.ddp`, then an all-gather of the
         updated bf16 parameters).
     """)
+    lesson.mistakes()
     return lesson

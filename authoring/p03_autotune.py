@@ -39,7 +39,7 @@ def build() -> LessonBuilder:
         - **剪枝（`prune_configs_by`）**：shared memory 需求 $\text{smem} = s\,(B_M B_K + B_K B_N)\,b$ 字节（$s$ = `num_stages`，$b$ = 元素字节数，按实际 dtype 取），超过 227 KiB 的丢弃；只保留 `BLOCK_M <= max(16, next_power_of_2(M))`（N 同理）的配置；若全部被剪掉，返回 smem 最小的那个（空列表会让 autotuner 报错）。
         - **计时**：先 warm-up（排除编译）、每次前清空 L2 cache（flush 不计入时间）、kernel 启动后 synchronize 再读时钟、取中位数而不是平均值。
         - **split-K**：把 K 分成 `SPLIT_K` 段（每段为整数个 `BLOCK_K` 步：`cdiv(cdiv(K, BLOCK_K), SPLIT_K)`），各 program 用 atomic add 累加到输出；autotune 会多次运行 kernel，所以必须用 `reset_to_zero` 清零输出，并设置 tuning `key`（如 M、N、K）。
-        - **易错点**：smem 漏乘 `num_stages`、固定 2 字节元素、tile 规则未用 `next_power_of_2`、可能返回空列表、无 warm-up、用平均值、不 synchronize、把 flush 计入时间、split-K 用普通 store 或向下取整丢掉尾部、缺 `reset_to_zero`、`key=[]`、缺 K mask、K 很长时 `offs_k * stride_ak` 用 int32 计算而回绕（先把 stride 转 int64）。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. What `triton.autotune` does
@@ -407,7 +407,7 @@ def build() -> LessonBuilder:
         `(SPLIT_K, M, N)` workspace and reduce them in a second kernel (cuBLAS's split-K and CUTLASS's "serial" and
         "parallel" reductions).
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p03_autotune.py`): smem counted without
+        **The usual mistakes, and why they are wrong**: smem counted without
         `num_stages` or with a fixed 2-byte element, the tile-size rule without `next_power_of_2`, no fallback (an empty
         list); a harness without warm-up, with the mean, without synchronising after the call, or with the flush
         inside the timed interval; `tl.store` instead of `tl.atomic_add`, slices of `K // SPLIT_K` that drop the tail,
@@ -421,4 +421,5 @@ def build() -> LessonBuilder:
         ragged cases. For attention over a long KV cache the same split is made along the keys (flash-decoding, a
         split-K over the cache, then a reduction): that is `p03.decode_attention`.
     """)
+    lesson.mistakes()
     return lesson

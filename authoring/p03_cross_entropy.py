@@ -39,7 +39,7 @@ def build() -> LessonBuilder:
         - **公式**：$\text{lse} = \log\sum_j e^{x_j}$，$\ell = \text{lse} - x_t$；损失取平均时 $\partial \ell / \partial x = (\operatorname{softmax}(x) - \text{one\_hot}(t)) / n_\text{valid}$，$n_\text{valid}$ 不计 `ignore_index` 行。
         - **实现**：每个 program 处理一行；第一遍按块用 online 递推计算最大值 $M$ 与和 $S$（最大值增大时要按 $e^{M_\text{old}-M_\text{new}}$ 重新缩放 $S$）；第二遍重新读取各块，写入梯度；被忽略的行损失为 0、梯度置 0。
         - **autograd**：`torch.autograd.Function` 的 backward 返回保存的梯度乘以 `grad_output`；保存的必须是被 kernel 覆盖后的张量，而不是之前的副本。
-        - **易错点**：不做 rescale、padding 用 0 而不是 $-\infty$ 填充、对 $-\infty$ 的最大值不做保护（nan）、用舍入后的 float32 lse 计算概率、忽略行未清零、梯度漏了 $1/n_\text{valid}$ 或除以全部行数、不检查 target 范围（越界读取）、one-hot 用块内下标比较、load/store 缺 mask。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. The PyTorch baseline and what it moves
@@ -365,7 +365,7 @@ def build() -> LessonBuilder:
         `loss.backward()`: Liger-Kernel skips the multiply in that case to save one more pass over the tensor, at the
         price of a comparison on the host.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p03_cross_entropy.py`):
+        **The usual mistakes, and why they are wrong**:
         - *No rescale of the running sum* when the max grows: right only when the first chunk holds the row max.
         - *Padding with 0 instead of `-inf`* in pass 1: every padded lane adds $e^{0 - m}$ to the sum, wrong whenever
           $V$ is not a multiple of the block.
@@ -390,4 +390,5 @@ def build() -> LessonBuilder:
         Megatron shards the vocabulary across tensor-parallel ranks and combines the per-rank (max, sum) pairs with
         all-reduces, the same combine rule as your chunks.
     """)
+    lesson.mistakes()
     return lesson

@@ -38,7 +38,7 @@ def build() -> LessonBuilder:
         - **row max**：tail mask 用 `cols < N`（不是 `<=`），masked 通道填 $-\infty$、累加器从 $-\infty$ 开始（全负行不能得到 0），按列 stride 寻址，并处理行尾不满一个块的部分。
         - **histogram**：多个 program 写同一个 bin 时必须用 `tl.atomic_add`，普通 load + store 会丢失计数；值既要检查范围又要检查 tail mask，读取也要带 mask。
         - **embedding gather**：检查 token id 是否在 $[0, V)$；表的行 stride 不一定等于 $D$（更宽权重的 view 或转置）；load 和 store 都要带列 mask。
-        - **易错点**：mask 差一（`<=`）、用 0 作为 max 的单位元、忽略 stride、只循环完整块、非原子累加、信任输入的 id 或值、只 mask store 不 mask load、把带步长的 ids 直接交给按单位步长读取的 kernel。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. Why kernel bugs are silent
@@ -482,7 +482,7 @@ def build() -> LessonBuilder:
         wraps to a negative address. `tl.device_assert` documents the precondition and checks it under `TRITON_DEBUG=1`; the host check
         in the launcher is what protects memory in normal runs. The store is masked like the load.
 
-        **The mistakes the checks catch** (each a mutant in `tests/mutants/p03_debugging.py`):
+        **The usual mistakes, and why they are wrong**:
         - `row_max`: `cols <= N` (reads the guard), `other=0` or an accumulator starting at 0 (all-negative rows give
           0), ignoring the column stride (wrong on transposed inputs), a loop over whole blocks only (the tail of every
           row is never read).
@@ -503,4 +503,5 @@ def build() -> LessonBuilder:
         works: `TRITON_INTERPRET=1` with prints or a breakpoint to fix the logic, guard buffers to prove the bounds,
         then `compute-sanitizer` on the GPU for what only the compiled kernel does.
     """)
+    lesson.mistakes()
     return lesson

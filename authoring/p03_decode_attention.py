@@ -44,7 +44,7 @@ def build() -> LessonBuilder:
         - **阶段 2**：$M=\max_s m_s$，$w_s=e^{m_s-M}$，$O=\sum_s w_s\,\text{acc}_s / \sum_s w_s \ell_s$，$\text{LSE}=M+\log\sum_s w_s\ell_s$；空段的 $m=-\infty$、$\ell=0$ 权重自然为 0。
         - **每条序列长度不同**：`seq_lens[b]` 之后的 key 一律屏蔽；某段完全越过长度时该段为空。
         - **实测（H200，一次运行）**：batch 8 时 split-K 达到 4103 GB/s，是拷贝带宽（4148 GB/s）的 99%，目标（≥ 80%）达成；SDPA 默认后端 4261 GB/s，略快 4%。batch 1 时直接调用只有 1777 GB/s，很可能是 Python 包装与两次启动的主机开销超过了约 39 µs 的 GPU 工作；用 CUDA graph 重放后为 3415 GB/s（拷贝的 94%）。
-        - **易错点**：合并时不减最大值（溢出）、忘记按 $w_s$ 缩放 acc、GQA 用 $h \bmod H_{kv}$、读到 `seq_lens` 之外的旧 key、段边界差一、batch 下标不转 int64（batch 64 的 32k cache 超过 $2^{31}$ 个元素）。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. Why decode is memory-bound, with real numbers
@@ -596,7 +596,7 @@ def build() -> LessonBuilder:
         splits depends only on shapes and the SM count, which is what makes it safe to capture in a CUDA graph (the
         way vLLM and SGLang run decode steps).
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p03_decode_attention.py`): the accumulator not
+        **The usual mistakes, and why they are wrong**: the accumulator not
         rescaled; keys up to the cache length instead of `seq_lens[b]` (reads stale slots, NaN in the checks); a slice
         that runs one block past its end (keys counted twice); the splits counted with floor division (the last keys
         belong to no split); padded keys left at score 0; the GQA map written $h \bmod H_{kv}$; `m` stored in base 2;
@@ -614,4 +614,5 @@ def build() -> LessonBuilder:
         decode kernels add load balancing across sequences of very different lengths (a split plan computed on the
         host once per batch).
     """)
+    lesson.mistakes()
     return lesson

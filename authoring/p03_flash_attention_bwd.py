@@ -38,7 +38,7 @@ def build() -> LessonBuilder:
         - **公式**：$S = QK^\top/\sqrt d$，$P_{ij} = e^{S_{ij} - L_i}$；$dV = P^\top dO$，$dP = dO\,V^\top$，$D_i = \operatorname{rowsum}(dO \circ O)_i$，$dS = P \circ (dP - D)$，$dQ = dS\,K/\sqrt d$，$dK = dS^\top Q/\sqrt d$。
         - **实现**：预处理 kernel 沿 head dim 求 $D$（按 stride 寻址）；一个 kernel 固定 key 块、遍历 query 块累加 $dK$、$dV$（GQA 中对组内所有 query head 求和）；另一个 kernel 固定 query 块、遍历 key 块累加 $dQ$；causal 与非 causal，任意序列长度。
         - **exp2**：在 `exp2` 中使用的 LSE 必须先换成以 2 为底。
-        - **易错点**：$dS$ 漏掉 $-D$ 项（softmax Jacobian）、$D$ 沿序列轴求和、$dK$ 漏掉 $1/\sqrt d$、GQA 只取组内第一个 query head、dK/dV 重算 $P$ 时缺 causal mask、dQ 的 causal 循环漏掉对角块或用 `BLOCK_N` 决定终点、各种 load/store 缺行 mask。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. The gradients, with shapes
@@ -558,7 +558,7 @@ def build() -> LessonBuilder:
         to $-\infty$ — the same thing here, but zeroing after the exponential also cleans the `inf − inf` of padded
         rows.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p03_flash_attention_bwd.py`): `delta` not masked on
+        **The usual mistakes, and why they are wrong**: `delta` not masked on
         the last row block, or rows addressed as if contiguous (`attention_delta`); $dS = P \circ dP$ without the
         $-D$ term (the gradient then does not sum to zero over a row, the checks' closed form $dQ = 0$ for identical
         keys catches it); only the first query head of a GQA group contributing to $dK, dV$; the missing $1/\sqrt d$
@@ -575,4 +575,5 @@ def build() -> LessonBuilder:
         a dQ block), splitting the diagonal blocks into a masked loop as our forward does — the next optimisation to
         try here, together with `num_stages` and the block sizes for $d = 64$.
     """)
+    lesson.mistakes()
     return lesson

@@ -42,7 +42,7 @@ def build() -> LessonBuilder:
         - **online softmax**：最大值从 $m$ 增大到 $m'$ 时，运行和 $\ell$ **与输出累加器**都乘以 $e^{m-m'}$；用 `exp2` 时把 $\log_2 e / \sqrt d$ 并入缩放。
         - **实现**：每个 program 负责一个（query 块，batch·head）；causal 时完全位于对角线上方的 key 块直接跳过，只对对角线块加 mask（key $\le$ query，token 能看到自己），起点要向下取整到 `BLOCK_N`；GQA 中 query head $h$ 对应 KV head $h // (H_q/H_{kv})$。
         - **实测（H200，同一次运行）**：B4 H32 S4096 d128 bf16 上参考实现 459 / 409 TFLOP/s（非 causal / causal），是 SDPA 默认后端（cuDNN）604 / 534 的 0.76x / 0.77x，比 SDPA 的 FlashAttention-2 后端快 1.3x；目标 0.95x 未达到，差距来自 cuDNN 的 Hopper 专用设计（TMA、warp specialization、softmax 与矩阵乘重叠）。
-        - **易错点**：累加器不 rescale、漏掉 $1/\sqrt d$、最后一个块不 mask 越界 key、causal 循环漏掉对角块或重复计算、用严格 mask（key < query）、GQA 用 $h \bmod H_{kv}$、LSE 保留以 2 为底、Q/K 读取或输出存储缺行 mask、head 下标和序列 stride 不先转 int64（单个 batch 元素就可能超过 $2^{31}$ 个元素，int32 乘积会回绕）。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. The math, with shapes
@@ -482,7 +482,7 @@ def build() -> LessonBuilder:
         checks) can rebuild $P$ with `exp`. No row is ever fully masked here (under the causal mask row $i$ always sees
         key 0), so `l_i > 0`; a padding mask that can hide a whole row would need the $-\infty$ guard from `p03.softmax`.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p03_flash_attention_fwd.py`): the accumulator not
+        **The usual mistakes, and why they are wrong**: the accumulator not
         rescaled when the max grows (right whenever the first block holds each row's max — so the checks use many key
         blocks); a missing $1/\sqrt d$; no mask on the last key block (zero-padded keys get score 0 and steal
         probability mass); a causal skip that stops before the diagonal block (row $i$ never sees key $i$; the first rows
@@ -505,4 +505,5 @@ def build() -> LessonBuilder:
         row cannot fill the GPU (`p03.decode_attention`). Long-context training kernels also process the query blocks in
         reverse order under a causal mask so that the longest programs start first.
     """)
+    lesson.mistakes()
     return lesson

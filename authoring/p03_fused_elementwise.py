@@ -40,7 +40,7 @@ def build() -> LessonBuilder:
         - **SwiGLU 反向**：$\partial L/\partial u = \delta\cdot\operatorname{silu}(g)$，$\partial L/\partial g = \delta\cdot u\cdot\sigma(g)\big(1 + g(1-\sigma(g))\big)$；一个 kernel 同时写 `d_gate` 和 `d_up`，重算 $\sigma(g)$ 而不保存 `s`。
         - **实现要点**：每个 program 处理一行的一个 block，行地址用 `row * row_stride`（gate/up 可能是 `gate_up` 投影的两半，不连续）；用 `torch.autograd.Function` 包装，`backward` 按 `(d_gate, d_up)` 顺序返回。
         - **GeLU**：exact 版 $0.5x(1+\operatorname{erf}(x/\sqrt2))$；tanh 版 $0.5x\big(1+\tanh(\sqrt{2/\pi}(x+0.044715x^3))\big)$；bias 按列索引。
-        - **易错点**：漏算中间结果的写回、把 silu 写成 sigmoid 或对 up 做 silu、silu 导数丢掉 $g(1-\sigma)$ 项、`d_up` 忘了激活、梯度顺序颠倒、load/store 不加 mask、erf 忘除 $\sqrt2$、用 $(e^{2u}-1)/(e^{2u}+1)$ 算 tanh（溢出得 nan）、忽略 `approximate`。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. Counting bytes
@@ -493,7 +493,7 @@ def build() -> LessonBuilder:
         a compile-time branch. $x\sigma(2u)$ is the overflow-free tanh form; $0.5x(1 + \operatorname{erf}(x/\sqrt2))$
         the exact one.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p03_fused_elementwise.py`): an eager count that
+        **The usual mistakes, and why they are wrong**: an eager count that
         forgets the intermediate write or the second kernel's read; rows addressed by `n_cols` (wrong on the halves
         of a fused gate_up projection); silu written as `sigmoid(g)` alone; gate and up swapped; an unmasked store;
         the backward with $\sigma'$ missing or the two gradients swapped; the autograd Function returning the
@@ -509,4 +509,5 @@ def build() -> LessonBuilder:
         The further step — no separate kernel at all — is the GEMM epilogue: the activation applied to the matmul's
         accumulator before it is ever stored (`p03.matmul_epilogue`).
     """)
+    lesson.mistakes()
     return lesson

@@ -44,7 +44,7 @@ def build() -> LessonBuilder:
         - **块大小**：Liger 取 `C = next_pow2(ceil(N / ceil(V / d)))`，使一块 logits 约与隐藏状态 `(N, d)` 一样大。
         - **代价**：计算量不变（$6NVd$ FLOPs），节省的是显存；float32 的 `dW` 累加器本身有 `V·d·4` 字节。
         - **实测（H200，一次运行，N=8192）**：峰值显存 3,133 MiB，eager 为 12,024 MiB（少 3.8 倍），与 torch.compile（3,070 MiB）持平。但时间为 102 ms，是 eager（47 ms）的 2.2 倍、三次矩阵乘法本身（37 ms）的 2.8 倍，未达到「时间与矩阵乘法相当」的预期。按字节数估算，主要原因是 32 个块各做一次 float32 `dW` 累加（共约 188 GiB 的访存）。
-        - **易错点**：每块用本块的有效行数归一化、`dW` 被覆盖而非累加、`dW` 用权重的 dtype（fp16）累加、把带步长的 `targets` 直接交给 kernel（它按连续内存读取）、`sum` 仍除以 $n$、一次性算出全部 logits 再切块、忘了 `grad_output`、不检查 target 范围。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. Where the memory of the last layer goes
@@ -412,7 +412,7 @@ def build() -> LessonBuilder:
         `grad_output` and returns them. Liger-Kernel skips the multiply when `grad_output` is 1, and runs it as a small
         Triton kernel otherwise.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p03_fused_linear_cross_entropy.py`):
+        **The usual mistakes, and why they are wrong**:
         - *The chunk's own count as the normaliser* (what calling the `p03.cross_entropy` wrapper per chunk does):
           right only when every chunk has the same number of valid rows.
         - *`grad_weight =` instead of `+=`*: the weight gradient of the last chunk only.
@@ -436,4 +436,5 @@ def build() -> LessonBuilder:
         Megatron-LM instead shards $V$ over tensor-parallel ranks: each rank holds `(N, V / tp)` logits and the
         ranks combine their per-row (max, sum) pairs with all-reduces.
     """)
+    lesson.mistakes()
     return lesson

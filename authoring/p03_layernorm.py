@@ -41,7 +41,7 @@ def build() -> LessonBuilder:
         - **前向 kernel**：每个 program 处理一行，先中心化再求方差，并保存每行的 $\mu$ 和 $1/\sigma$（不是 $\sigma$）供反向使用。
         - **反向**：$g = dy \odot w$，$dx = \frac1\sigma\big(g - \overline{g} - \hat x\,\overline{g \hat x}\big)$（比 RMSNorm 多一个均值项）；$dw = \sum_\text{rows} dy \odot \hat x$，$db = \sum_\text{rows} dy$：每个 program 累加部分和，第二阶段再归约所有部分和。
         - **autograd**：`torch.autograd.Function` 把它包装成可替换的层；传入 kernel 的梯度要先 `.contiguous()`。
-        - **易错点**：漏掉合并项 $\delta^2 n_a n_b/n$、用 $N-1$ 除、padding 通道参与方差（`tl.where(mask, x-\mu, 0)`）、load/store 缺 mask、部分梯度被覆盖而非累加、bias 梯度乘了 $\hat x$、第二阶段只归约第一个块、返回的 dw/db 顺序颠倒、把带步长的 mean 或 rstd 直接交给按单位步长读取的反向 kernel。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. The math, with shapes
@@ -559,7 +559,7 @@ def build() -> LessonBuilder:
         that is expanded (the gradient of `y.sum()` has stride 0) or otherwise strided; `backward` returns one value
         per `forward` input, `None` for `eps`.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p03_layernorm.py`): the between-block term missing
+        **The usual mistakes, and why they are wrong**: the between-block term missing
         from the merge, or block means averaged without their counts; $E[x^2] - \mu^2$ (wrong by tens of percent at mean
         1000 in float32); padded lanes in the variance; the unbiased variance; a store without a mask; $\partial x$
         without the mean term (RMSNorm's formula); the weight gradient overwritten instead of accumulated; `db` with
@@ -573,4 +573,5 @@ def build() -> LessonBuilder:
         with a row loop, as here. Training frameworks fuse further: the residual add into the norm (vLLM's
         `fused_add_rms_norm`), or the norm into the following GEMM's prologue.
     """)
+    lesson.mistakes()
     return lesson

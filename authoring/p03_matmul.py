@@ -39,7 +39,7 @@ def build() -> LessonBuilder:
         - **分组顺序（grouped ordering）**：program id 按 `GROUP_M` 行一组、组内列优先（pid_m 变化最快）映射到 tile，使同时运行的 program 共享 A、B 的块，由 L2 cache 提供复用；最后一组高度要截断为剩余行数。
         - **实现**：float32 累加器、按 stride 构造指针（转置的输入无需拷贝）、K 方向的 mask、越界行列用 `% M`/`% N` 回绕、store 用 mask；grid 用向上取整（cdiv），tile 大小由 autotune 选择，key 含 `stride_ak`、`stride_bk`（A、B 是否沿 K 连续）；int32 偏移的保护按最大偏移 $\sum_i \text{stride}_i(\text{size}_i-1)$ 判断，而不是元素个数。
         - **实测（H200，同一次运行）**：`128 x 256 x 64`、`GROUP_M = 16`、8 warps、3 stages 达到 cuBLAS 的 0.92x / 0.98x（fp16 4096³ / 8192³）和 1.01x / 0.94x（bf16）；目标 0.97x 在两个形状上达到、另两个差 3–5%。持久化（persistent）+ TMA 版本两胜两负；Hopper 上的 warp specialization 在 Triton 3.6 中尚不可用。
-        - **易错点**：最后一组未截断或按 `GROUP_M` 取模、组内行优先（等于普通 row-major）、缺 K mask 或 store mask、假设输入连续、B 指针前进 `BLOCK_K` 个元素而不是 `BLOCK_K` 行、用 fp16 累加、grid 向下取整丢掉边缘 tile。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. What a GEMM costs, and why tiles
@@ -475,7 +475,7 @@ def build() -> LessonBuilder:
         both directions. PyTorch's own kernels make the same decision per tensor (`canUse32BitIndexMath` in ATen walks
         the sizes and strides, and splits the launch when the answer is no).
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p03_matmul.py`): a group height that is not clamped
+        **The usual mistakes, and why they are wrong**: a group height that is not clamped
         (tiles of the last group skipped, others computed twice), row-major order inside a group, a K loop without the K
         mask (the rows after each row of `A` summed in), an unmasked store, pointers built as if the operands were
         contiguous, `+= BLOCK_K` instead of `BLOCK_K * stride_ak`, an fp16 accumulator, `M // BLOCK_M` programs, a size
@@ -492,4 +492,5 @@ def build() -> LessonBuilder:
         are mostly empty and split-K or stream-K schedules win (`p03.autotune` builds a split-K GEMM). The next lesson,
         `p03.matmul_epilogue`, fuses the bias and activation that follow a linear layer into this kernel's store.
     """)
+    lesson.mistakes()
     return lesson

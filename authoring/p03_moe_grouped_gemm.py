@@ -43,7 +43,7 @@ def build() -> LessonBuilder:
         - **kernel**：行掩码是 `row < offsets[e+1]`（本组的结束，而不是总行数），读 $W_e$ 时用 `e * stride_we` 偏移，且用 int64 计算（$E \cdot N \cdot K$ 可超过 $2^{31}$）。
         - **MoE 前向**：gather → gate/up 两次 grouped GEMM → SwiGLU → down grouped GEMM → 乘门控权重 → 用 `index_add` 按 token 累加（一个 token 有 $k$ 份贡献，不能用覆盖写）。
         - **实测（H200，一次运行）**：Mixtral-8x7B 形状 401 TFLOP/s，是同规模稠密 cuBLAS GEMM（710）的 56%；Qwen3-30B-A3B 形状 150 TFLOP/s，只有 21%（稠密 727）。「≥ 80%」的目标在两个形状上都未达成。`torch._grouped_mm` 分别为 604 和 427，是要超越的标杆。主要原因：每个 program 只算一个 tile，非持久化，也不用 TMA；组尾的 tile 只填了一部分（Qwen 有 19% 的行是补齐）；每次调用都在主机端构建调度。
-        - **易错点**：行掩码用总行数（读到下一个专家的行并写坏它们）、tile 数用向下取整（丢掉不满的最后一个 tile）、忘记空组、专家偏移用 int32 溢出、合并时用 `order % k` 当 token 号、把带步长的组偏移直接交给按单位步长读取的 kernel。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. From routing to groups
@@ -525,7 +525,7 @@ def build() -> LessonBuilder:
         common slip. The gates follow the same permutation: `gates.reshape(-1)[order]`. `index_add_` sums the $k$ rows
         of a token; `index_copy_` or `out[token] = ...` keeps only one of them (which one is undefined).
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p03_moe_grouped_gemm.py`): a row mask against $M$
+        **The usual mistakes, and why they are wrong**: a row mask against $M$
         instead of the group's end, a floor instead of a ceiling for tiles per expert, a schedule whose rows ignore
         the group's start, offsets without `minlength`, an expert offset that uses the wrong stride, a missing K mask,
         an unmasked store, the combine with `order % k`, assigning instead of adding, gates not applied; strided
@@ -542,4 +542,5 @@ def build() -> LessonBuilder:
         shows where the groups come from when experts live on other GPUs: the all-to-all delivers rows already
         grouped by local expert, and this kernel runs on them.
     """)
+    lesson.mistakes()
     return lesson

@@ -44,7 +44,7 @@ def build() -> LessonBuilder:
         - **shrink**：$v = s_a\, x A_a^\top$，形状 $(T, r)$，float32；**expand**：$y \mathrel{+}= v B_a^\top$，原地累加到基座输出。两个 kernel 都通过 `order` 间接读写 token 行，不需要拷贝 $x$。
         - **tl.dot 的约束**：$r$ 常为 8 或 16，而 GPU 上 `tl.dot` 每维需 ≥ 16，所以 rank 维用 `BLOCK_R = max(16, next_pow2(r))` 并用掩码补零。
         - **实测（H200，一次运行）**：4096 个 token 时 SGMV（fp16）0.489 ms，比 gather + bmm（torch.compile，0.906 ms）快 1.85 倍；64 个 token 时 0.460 ms，反而比它（0.073 ms）慢 6.3 倍。两种规模耗时几乎相同，说明时间主要花在每次调用的固定开销上，很可能是包装函数中多次设备到主机的同步和小算子，而不是 kernel 本身。
-        - **易错点**：忘记跳过 $-1$、段的结束位置差一、缩放 $s_a$ 乘了两次或没乘、expand 覆盖写而不是累加、按排序后的行号而不是 token 号写回、把带步长的 scales 或段张量直接交给按单位步长读取的 kernel。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. The math with shapes
@@ -456,7 +456,7 @@ def build() -> LessonBuilder:
         **The expand kernel.** `y` is read and written at the same token rows; a plain store (no read) would replace
         the base output instead of adding to it. The scale was applied once, in the shrink.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p03_multi_lora.py`): the $-1$ tokens counted
+        **The usual mistakes, and why they are wrong**: the $-1$ tokens counted
         as a segment of adapter $-1$, a segment end off by one, `v` written at sorted positions, the scale
         dropped or applied twice, the store replacing $y$, the rank mask missing, a K loop without the K mask; strided
         scales or segment tensors (a column of a bigger tensor) handed to a kernel that reads them with unit stride.
@@ -469,4 +469,5 @@ def build() -> LessonBuilder:
         TensorRT-LLM serve many adapters the same way; a merged adapter ($W + s B A$) is faster for a single tenant
         but cannot be mixed in one batch.
     """)
+    lesson.mistakes()
     return lesson

@@ -44,6 +44,7 @@ def build() -> LessonBuilder:
         - **性能目标**：与连续 cache 的内核相差不超过 10%：查表只增加极少的字节（每 key 4 字节对比每 key $2\cdot 2\cdot H_{kv}\cdot d$ 字节的 K/V），每行 key 仍是连续的 $d$ 个元素。
         - **实测（H200，一次运行）**：batch 8、32k token、16 token 一页时，分页内核 0.2612 ms（4111 GB/s），连续 cache 内核 0.2619 ms（4100 GB/s），差距不到 0.3%，10% 的目标达成；二者都达到拷贝带宽（4146 GB/s）的 99%。
         - **坏输入**：使用中的表项越界（$<0$ 或 $\ge$ num_blocks）、块表长度不足以容纳 `seq_lens`，在主机端拒绝（`validate=True`）。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. The layout
@@ -413,7 +414,7 @@ def build() -> LessonBuilder:
         `arange(max_blocks) < ceil(len / bs)` selects them all at once. It costs one synchronisation, which a scheduler
         that builds the tables itself does not need — hence `validate=False` in the benchmark.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p03_paged_attention.py`): the slot taken as
+        **The usual mistakes, and why they are wrong**: the slot taken as
         `keys // PAGE_SIZE` or the page as `keys % PAGE_SIZE` (swapped), the table read without a mask (padding
         entries followed: out of bounds), the table of sequence 0 used for every sequence (a missing
         `batch * stride_tb`), the logical position used directly as the pool row (no gather at all), the pool's head
@@ -426,4 +427,5 @@ def build() -> LessonBuilder:
         `flash_attn_with_kvcache(block_table=...)` pages inside its split-KV kernel. Prefix sharing needs nothing from
         the kernel: two table rows holding the same ids simply read the same memory.
     """)
+    lesson.mistakes()
     return lesson

@@ -49,7 +49,7 @@ def build() -> LessonBuilder:
         - **int8**：K 循环里加载 `(BLOCK_K, BLOCK_N)` 的 int8 块，乘以按 `k // G` 取出的缩放因子，转成 x 的 dtype 后 `tl.dot`，float32 累加。
         - **int4**：每字节两个有符号 4 位码（偶数列在低 4 位，奇数列在高 4 位）；第 k 列在第 `k // 2` 字节，右移 `(k % 2) * 4` 位，`& 0xF`，再做符号扩展（≥8 减 16）。
         - **边界与输入检查**：K 方向的 load（包括缩放因子）都要 mask；K 必须是 G 的倍数；打包形状必须是 `(N, K/2)` 的 uint8；dtype 不对要报错。
-        - **易错点**：用打包列号 `k//2` 去取缩放因子、高低半字节顺序反了、忘记符号扩展、忽略分组只用每行一个缩放因子、缩放因子的 load 不加 mask。
+        {易错点}
         - **FP8 (E4M3)**：激活按行 (per-token)、权重按输出通道各取一个缩放因子 $s = \max|\cdot|/448$，先 clamp 到 ±448 再转 `float8_e4m3fn`（不要依赖转换本身的溢出行为）；两个缩放因子与 K 无关，在 K 循环之后乘到累加器上。FP8 tensor core 需要 cc ≥ 8.9 的 GPU，CPU 上用 Triton 解释器评分。
         - **性能**：解码（M=1..16）按权重字节算 GB/s，与拷贝带宽比；预填充（M=4096）按 TFLOP/s 与 cuBLAS fp16 比——那里 int8/int4 的反量化是额外计算，FP8 则两边都是 8 位，预填充也更快。一次 H200 实测：int8 解码只达到拷贝带宽的 11–27%，比 cuBLAS fp16 还慢 1.6–2.2 倍（目标是快约 2 倍，未达到：瓶颈在每个权重的解包、缩放因子加载等指令和 program 太少，而不是显存字节）；int4 更慢；预填充 int8/int4 只有 cuBLAS fp16 的 0.19–0.27 倍；FP8 是 `torch._scaled_mm` 的 0.90–1.05 倍、cuBLAS fp16 的 1.6–1.9 倍。
     """)
@@ -717,7 +717,7 @@ def build() -> LessonBuilder:
         the columns, once. The wrapper refuses CUDA devices below compute capability 8.9 instead of letting the
         compiler fail with a message about `fp8e4nv`.
 
-        **The mistakes the checks catch** (`tests/mutants/p03_quant_matmul.py`): one scale per row instead of per
+        **The usual mistakes, and why they are wrong**: one scale per row instead of per
         group; scale strides swapped; loads without the K mask; an unmasked store; the dequantised weight rounded back
         to int8; nibbles in the wrong order, no sign extension, the offset-binary confusion (`u - 8`), the byte index
         used for the scale group; wrappers that accept a group size that does not divide $K$, a packed tensor of the
@@ -734,4 +734,5 @@ def build() -> LessonBuilder:
         schedules for small $M$. FP8 (`torch._scaled_mm`, DeepSeek-V3's block scaling, vLLM's and TensorRT-LLM's FP8
         checkpoints) changes the story on Hopper: both operands are 8-bit, so prefill gets faster too.
     """)
+    lesson.mistakes()
     return lesson

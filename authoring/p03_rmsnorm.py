@@ -39,7 +39,7 @@ def build() -> LessonBuilder:
         - **反向公式**：$\hat x = x r$，$u = \bar y \odot g$，$c_i = \frac{1}{d}\sum_j u_{ij}\hat x_{ij}$，$\partial L/\partial x_{ij} = r_i(u_{ij} - \hat x_{ij}c_i)$；$\partial L/\partial g_j = \sum_i \bar y_{ij}\hat x_{ij}$。
         - **dweight 的两级归约**：$P$ 个 program 各处理约 $\lceil n/P\rceil$ 行（循环要截断在最后一行），把部分和写进 float32 缓冲区自己的那一行，再在 host 上 `sum(dim=0)`，顺序固定、无 atomic。
         - **autograd 封装**：`torch.autograd.Function` 的 `backward` 返回 `(dx, dweight, None)`，与 forward 的三个输入对应；用 `reshape` 展平，传入 kernel 前把梯度变成行连续。
-        - **易错点**：eps 放在根号外、除以 `BLOCK_SIZE`、保存 rms、dx 漏掉投影项（把 rstd 当常数）、dweight 用 $u\hat x$、所有 program 写第 0 行（竞争）、行循环不截断、用 `view`、把带步长的 weight 或 rstd 直接交给按单位步长读取的反向 kernel、梯度顺序颠倒、load 不加 mask、调用 `F.rms_norm`。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. The math, with shapes (recap of `p02.rmsnorm`)
@@ -422,7 +422,7 @@ def build() -> LessonBuilder:
         `save_for_backward(rows, weight, rstd)` keeps $x$ and $r$ rather than $\hat{x}$ (which would cost another
         $ndb$ of memory); `None` for `eps`, which is not a tensor.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p03_rmsnorm.py`): the mean over `BLOCK_SIZE`
+        **The usual mistakes, and why they are wrong**: the mean over `BLOCK_SIZE`
         (wrong whenever $d$ is not a power of two); `eps` outside the root; no store mask; rows addressed by
         `n_cols` (wrong on strided views); `rstd` saved as the rms; the backward without the projection term $-\hat{x}
         c$; `dweight` accumulated from `u` instead of `dy`; every program writing partial row 0 (a race: the result
@@ -440,4 +440,5 @@ def build() -> LessonBuilder:
         Apex's `FusedRMSNorm` (CUDA) and Megatron-LM's use of Transformer Engine's norm kernels do the same two-stage
         weight gradient in C++.
     """)
+    lesson.mistakes()
     return lesson

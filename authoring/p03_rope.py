@@ -40,7 +40,7 @@ def build() -> LessonBuilder:
         - **公式（rotate-half 约定）**：第 $i$ 维与第 $i + D/2$ 维成对，$x_1' = x_1\cos m\theta_i - x_2\sin m\theta_i$，$x_2' = x_2\cos m\theta_i + x_1\sin m\theta_i$。
         - **实现**：grid 为 `(B * S,)`，每个 program 处理一个 token 的所有 q head 和 k head；`INVERSE` 为 `tl.constexpr`，逆旋转只需把 sin 取负；在 fp32 中计算后写回。
         - **autograd**：旋转是正交变换，反向就是逆旋转（转置）；forward 要旋转副本而不是调用者的 q、k，backward 要为 forward 的每个输入返回一个梯度。
-        - **易错点**：用成 GPT-J/Meta 的相邻配对（$2i$ 与 $2i+1$）、sin 符号反了、忽略 offsets（decode 时位置错误）、k 的 head 用 $H_q$ 做 mask（写进 v）、缺列 mask（$D/2$ 不是 2 的幂时越界）、cos 表读取无 mask、backward 再做一次正向旋转。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. The operation, with shapes
@@ -347,7 +347,7 @@ def build() -> LessonBuilder:
         **`RotaryEmbedding`.** Orthogonality makes the backward the inverse rotation, which needs no saved
         activation at all. `clone` keeps the Function out of place.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p03_rope.py`): the interleaved (GPT-J / Meta)
+        **The usual mistakes, and why they are wrong**: the interleaved (GPT-J / Meta)
         pairing instead of rotate-half — both are "RoPE", and a checkpoint trained with one gives garbage with the
         other; the sine with the wrong sign (rotating backwards); the offsets ignored (right for a prefill, wrong for
         every decode step); k processed with the query head count (writing into `v` of a fused QKV buffer); a
@@ -362,4 +362,5 @@ def build() -> LessonBuilder:
         attention kernels can apply RoPE to q and k inside the attention kernel itself (fused on load), removing even
         this pass; for long contexts with scaling (YaRN, Llama 3.1's `rope_scaling`) only the tables change.
     """)
+    lesson.mistakes()
     return lesson

@@ -37,7 +37,7 @@ def build() -> LessonBuilder:
         - **Online softmax**：分块维护 running max $m$ 和 running sum $d$：$m' = \max(m, \max x_\text{blk})$，$d' = d\,e^{m - m'} + \sum e^{x_\text{blk} - m'}$；全是 $-\infty$ 时用 0 代替 max，避免 nan。这也是 FlashAttention 的核心思想。
         - **长行两遍 kernel**：第一遍按 lane 更新 $(m, d)$，最后把各 lane 的 sum 缩放到整行的 max 再求和；第二遍重新加载并写出 $e^{x - m}/d$，任意行长都可处理。
         - **实现要点**：行号先转 `int64` 再乘 stride（可能超过 $2^{31}$），行地址用 `row_stride` 而不是 `n_cols`；行能放进一个 block 时优先用单遍 kernel。
-        - **易错点**：不减 max（inf/inf = nan）、padding 填 0（每个 lane 多加 $e^{-m}$）、不 rescale 旧的 sum 或 rescale 方向反了、合并 lane 时不对齐到整行 max、load/store 不加 mask、调用 `torch.softmax`。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. What it costs, and the stable formula
@@ -356,7 +356,7 @@ def build() -> LessonBuilder:
         `(max, sum)` states is associative. FlashAttention uses exactly this: each query block keeps `(m, l)` per row
         and rescales its output accumulator with the same factor.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p03_softmax.py`): no max subtraction (`inf/inf =
+        **The usual mistakes, and why they are wrong**: no max subtraction (`inf/inf =
         nan` on logits of a few hundred); padding with 0 instead of `-inf` (wrong whenever the row length is not a
         power of two); an unmasked store (guard bytes after the row overwritten); rows addressed with `n_cols` instead
         of the row stride (wrong on strided views); no rescaling of the running sum; no `-inf` guard (`nan` on masked
@@ -370,4 +370,5 @@ def build() -> LessonBuilder:
         stores its softmax at all (FlashAttention, `p03.flash_attention_fwd`), and the cross-entropy loss over a
         vocabulary computes the log-sum-exp online without writing the probabilities (`p03.cross_entropy`).
     """)
+    lesson.mistakes()
     return lesson

@@ -43,7 +43,7 @@ def build() -> LessonBuilder:
         - **GQA**：查询头 $h$ 读取 KV 头 $h / (H / H_{kv})$。
         - **int64**：`(起点 + 行号) * stride` 在打包后的百万级 token 上会超过 $2^{31}$，先转 int64。
         - **实测（H200，一次运行）**：16 条 649..3696 token 的因果序列，打包内核 312 TFLOP/s（按实际计算量）。逐序列调用 SDPA（默认后端为 cuDNN attention）为 438，快 1.41 倍；补齐到最长后调用 SDPA 为 294，打包内核快 1.06 倍。
-        - **易错点**：用左上对齐的掩码、K 的起点用了 Q 的 `cu_seqlens`、空块不返回而写到下一个序列、GQA 头映射写成 `h % H_kv`、不校验 `cu_seqlens`（非 int32、不从 0 开始、递减、末项不等于 token 总数）。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. Packing, and what padding costs
@@ -445,7 +445,7 @@ def build() -> LessonBuilder:
         instead and does no validation, so that it never synchronises; a serving engine knows the lengths when it
         builds the batch.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p03_varlen_attention.py`):
+        **The usual mistakes, and why they are wrong**:
         - *The top-left causal mask* (`offset` left out): right when $S_q = S_k$, wrong for chunked prefill.
         - *K addressed with Q's start* (`cu_seqlens_q` for both): right only when every sequence has $S_q = S_k$.
         - *The key loop ending at `m0 + BLOCK_M`* without the offset: the mask is right but the last
@@ -466,4 +466,5 @@ def build() -> LessonBuilder:
         `cu_seqlens` are derived. PyTorch exposes packed sequences through nested tensors (`torch.nested`, jagged
         layout) in SDPA.
     """)
+    lesson.mistakes()
     return lesson

@@ -37,7 +37,7 @@ def build() -> LessonBuilder:
         - **Grid 与 mask**：program 数为 $\lceil n / \text{BLOCK\_SIZE}\rceil$（`triton.cdiv`），最后一个 block 用 `mask = offsets < n` 保护 `tl.load` 和 `tl.store`。
         - **2-D add**：二维 grid，每个 program 处理一个 tile；地址 = `row * stride_0 + col * stride_1`，每个 tensor 用自己的 stride（支持转置、非连续），mask 同时检查行和列。
         - **测试方式**：大小不是 block 的整数倍，输出后面放 guard 字节，缺 mask 的写越界会被发现；CPU 上用 Triton interpreter（`TRITON_INTERPRET=1`）运行。
-        - **易错点**：store 或 load 不加 mask、grid 用 $n // \text{BLOCK\_SIZE}$ 漏掉尾部、offsets 忘了加 `program_id`、不检查形状、stride 顺序颠倒、假设 y 是行主序连续的、只 mask 行不 mask 列、用 `torch.add` 代替 kernel。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. The programming model
@@ -257,7 +257,7 @@ def build() -> LessonBuilder:
         `(BLOCK_M, BLOCK_N)` tile of addresses. Every operand gets its own strides, so `x.t()` or `x[:, ::2]` works with
         no copy. The output is allocated contiguous; its strides are passed anyway, so the kernel never assumes a layout.
 
-        **The mistakes the checks catch** (each a mutant in `tests/mutants/p03_vector_add.py`): no mask on the store
+        **The usual mistakes, and why they are wrong**: no mask on the store
         (the guard bytes after the output get overwritten), `n // BLOCK_SIZE` programs (the tail is never written),
         swapped or hard-coded strides (wrong on transposed and sliced inputs), masking only the rows of a 2-D tile.
 
@@ -268,4 +268,5 @@ def build() -> LessonBuilder:
         large tensors, loop inside a program over several blocks (a *persistent* kernel) instead of launching millions
         of programs.
     """)
+    lesson.mistakes()
     return lesson

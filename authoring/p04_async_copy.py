@@ -44,7 +44,7 @@ def build() -> LessonBuilder:
         - **时间模型**：拷贝延迟 $L$、计算 $C$、$n$ 个 tile：串行 $n(L+C)$；$S$ 级流水线 $L + \max\big(nC,\ qL + (r+1)C\big)$，其中 $q, r = \operatorname{divmod}(n-1, S-1)$；$L \le (S-1)C$ 时变为计算受限的 $L + nC$。
         - **规模**：H200 HBM3e 4.8 TB/s、每 SM 最多 228 KB 共享内存；Little 定律：在途字节 = 带宽 × 延迟，几百纳秒 × 4.8 TB/s ≈ 每 SM 十几 KB，决定 stage 数与 tile 大小。
         - **实测（H200，一次运行，`python -m llm_algo bench p04.async_copy`）**：4096³ fp32（关闭 TF32），`cp.async` 三级环形缓冲 32.7 TFLOP/s，同样分块的同步加载版本 30.7（流水线只快 1.07 倍），cuBLAS 51.2（本节内核为其 0.64 倍）。收益小的可能原因：同步版本每个 SM 已有 4 个 block 轮流执行、数据多来自 L2，暴露的延迟本就不多。
-        - **易错点**：wait 的计数错（多放行一组就读到未到达的数据，`wait 0` 正确但排空流水线）、覆盖缓冲前缺 barrier、barrier 只让 C 内的线程执行（只有部分线程到达）、读错 stage、预取到正在计算的槽、尾部不提交空组、16 字节拷贝未对齐。
+        {易错点}
         - **生产实现**：CUTLASS `kStages`、Triton `num_stages`、FlashAttention-2；Hopper 上由 TMA + mbarrier（以及 warp 专用化的生产者/消费者）接替。
     """)
     lesson.md(r"""
@@ -727,7 +727,7 @@ def build() -> LessonBuilder:
         multiply-add explicit. The kernel writes $C$ with plain stores: the output is written once, there is nothing
         to pipeline.
 
-        **The mistakes the checks catch** (the mutants in `tests/mutants/p04_async_copy.py`). In the schedule: waiting
+        **The usual mistakes, and why they are wrong**. In the schedule: waiting
         for $S-1$ groups (tile $t$ still in flight when it is computed), the prefetch before the barrier (a WAR
         hazard: a slower warp still reads that slot), commits only when something was loaded (at the tail
         `wait(S-2)` no longer covers the last tiles), `wait 0` every step (correct, but the pipeline drains: the
@@ -756,4 +756,5 @@ def build() -> LessonBuilder:
         with the stage ring as the queue between them. The hazards are the same two: do not read before the copy is
         complete and published, do not overwrite before every reader is done.
     """)
+    lesson.mistakes()
     return lesson

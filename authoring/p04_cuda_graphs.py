@@ -57,7 +57,7 @@ def build() -> LessonBuilder:
         - **形状固定 → 分桶**：每个批大小捕获一张图（vLLM/SGLang：1, 2, 4, 8, 16, 24, …），真实批次补齐到不小于它的最小桶，输出再切片；填充行的 KV 写入一个专用的“垃圾槽位”，否则会覆盖真实序列的缓存。
         - **捕获流程**：在侧流上预热几次（cuBLAS 句柄、分配器），再 `with torch.cuda.graph(g, pool=...)` 捕获；多张图共享一个内存池，从最大的桶开始捕获。
         - **实测（H200，一次运行，`python -m llm_algo bench p04.cuda_graphs`）**：32 层小模型一个解码步，eager 23.3 ms，CUDA Graph 重放 2.04 ms（batch 1，快 11.4 倍）；batch 8 为 20.6 ms 对 2.46 ms（8.4 倍）；含补齐与拷贝的 `GraphedDecoder` 调用为 9.7 倍 / 7.3 倍，达到“至少 5 倍”的目标。按约 1000 个核函数折算，每个核函数的 CPU 开销约 23 µs，比上面 5–10 µs 的估计大。
-        - **易错点**：`self.x = new_x` 代替 `self.x.copy_(new_x)`、用 Python 整数当位置、输出每步新分配、填充行写到槽位 0、批大小超过最大桶时不报错。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. Where the time of a small decode step goes
@@ -681,7 +681,7 @@ def build() -> LessonBuilder:
         allocated before any capture), so the graphs may be replayed in any order. The result is copied out because
         the static `logits` belong to the step and its graph: the next call in the same bucket overwrites them.
 
-        **The mistakes the checks catch** (the mutants in `tests/mutants/p04_cuda_graphs.py`): `>` for `>=`; the
+        **The usual mistakes, and why they are wrong**: `>` for `>=`; the
         first fitting bucket of an unsorted list; no refusal beyond the largest bucket; padding positions left
         uninitialised; padding rows in slot 0; a position read with `int()` or a length with `.item()` (a sync
         during capture); the attended length computed as a Python int in `set_inputs` (no sync in the step, right
@@ -689,8 +689,8 @@ def build() -> LessonBuilder:
         output tensor kept in `self`; the KV cache written out of place (`index_put` instead of `index_put_`);
         the current token's column masked out (`<` for `<=`); no validation in `set_inputs`; one KV cache per
         bucket (a sequence that changes bucket loses its past); every batch run in the largest bucket; the result
-        returned as a view of the static buffer. On a GPU the checks also catch a decoder that captures its graphs
-        but never replays them.
+        returned as a view of the static buffer. Another one to avoid, which no mutant here covers: a decoder that
+        captures its graphs but never replays them.
 
         **Cost.** Capture costs one eager step's time per bucket plus the graph instantiation; the memory is the
         largest bucket's intermediates (shared pool) plus the static buffers. Replay costs one launch on the CPU.
@@ -735,4 +735,5 @@ def build() -> LessonBuilder:
         the padding, `set_inputs`' validation (its `bool(...)` checks each wait for the GPU) and copies, and the copy
         out. In a real engine that work is done on pinned host buffers while the previous step runs.
     """)
+    lesson.mistakes()
     return lesson

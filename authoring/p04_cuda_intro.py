@@ -42,7 +42,7 @@ def build() -> LessonBuilder:
         - **错误检查**：kernel 启动是异步的、不返回错误；启动后调用 `cudaGetLastError()`（PyTorch 里是 `C10_CUDA_KERNEL_LAUNCH_CHECK()`）捕获配置错误；运行时错误（非法地址）在下一次同步时才出现，调试用 `CUDA_LAUNCH_BLOCKING=1` 和 compute-sanitizer。
         - **Host 端**：用 `TORCH_CHECK` 检查 device、dtype、contiguous、shape，在 PyTorch 当前 stream 上启动；`load_inline` 编译，按源码哈希缓存。
         - **CPU 上的孪生练习**：numba-cuda 的 CUDA 模拟器（`cuda.grid(1)`、`cuda.gridsize(1)`、`kernel[blocks, threads](...)`）在任何机器上都能评分，越界访问直接报 IndexError。
-        - **易错点**：`i <= n`、grid 只有 $\lfloor n/T\rfloor$ 个 block、步长用 `blockDim.x` 而不是整个 grid、忘了 grid-stride 循环、`int` 下标溢出、不检查 contiguous、不检查启动错误、空张量启动 0 个 block、不检查 `1 ≤ threads_per_block ≤ 1024`（模拟器不会替你报错）。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. One thread, one element
@@ -473,7 +473,7 @@ def build() -> LessonBuilder:
         resident warps to hide memory latency, and no more blocks than the hardware can schedule in a few waves; the
         grid-stride loop covers the rest.
 
-        **The mistakes the checks catch** (the mutants in `tests/mutants/p04_cuda_intro.py`): `i <= n` (a guard
+        **The usual mistakes, and why they are wrong**: `i <= n` (a guard
         element gets written), $\lfloor n/T \rfloor$ blocks (the tail stays NaN), ignoring `blockIdx` (every block
         redoes the first block), stepping by `blockDim.x` instead of the grid (in place, elements get $\alpha x$ added
         twice), an `if` where the loop should be (only the first grid-width of elements is computed), a launcher that
@@ -489,4 +489,5 @@ def build() -> LessonBuilder:
         exactly as here, and `TensorIterator` handles strides, broadcasting, dtype promotion and the 32-bit index limit.
         Next: `p04.reduction`, where threads must cooperate through shared memory.
     """)
+    lesson.mistakes()
     return lesson

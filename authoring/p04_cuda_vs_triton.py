@@ -43,7 +43,7 @@ def build() -> LessonBuilder:
         - **Triton**：一行一个 program，`BLOCK_SIZE` 覆盖整行，`mask` + `other=0.0`，`tl.sum` 归约；布局、向量化、共享内存和 warp 间归约由编译器决定，你只选 `BLOCK_SIZE` 和 `num_warps`。
         - **CUDA C++**：一行一个 block；每个线程以 fp32 累加跨步部分平方和，128-bit 向量化读取（需要对齐和整除检查），warp shuffle 归约，再经共享内存跨 warp 归约，广播 `inv_rms`，最后乘以权重写回——一切都由你决定。先在 PyTorch 的线程级模型上（用 `p04.warp_primitives` 的 `warp_allreduce`）实现同样的三级归约，CPU 上即可评分。
         - **实测（H200，一次运行，`python -m llm_algo bench p04.cuda_vs_triton`）**：$32768 \times 4096$ bf16 时，设备内拷贝 4110 GB/s；Triton 3966 GB/s（拷贝的 0.97 倍），`torch.compile` 3675（0.89 倍），CUDA C++ 3487（0.85 倍），`F.rms_norm` 3379（0.82 倍），PyTorch eager 307（0.075 倍，比 Triton 慢 12.9 倍）。CUDA 版本慢于 Triton 的可能原因：第二遍循环重新读取 $x$（未经 profile 证实）。
-        - **易错点**：忘记升到 fp32（fp16 中 $x^2$ 在 $|x| > 256$ 时溢出）、忘记转回原 dtype、均值除以填充后的长度、eps 放在根号外、只做 warp 内归约而漏掉跨 warp 一步、未对齐时仍用向量化读取。
+        {易错点}
         - **生产选择**：vLLM、SGLang、TensorRT-LLM 用 CUDA（融合残差加法与量化）；Liger-Kernel、Unsloth 用 Triton；PyTorch 自带 `F.rms_norm`（2.4 起）。Triton 也能在 AMD GPU 上运行，CUDA 需要 HIP 移植。
     """)
     lesson.md(r"""
@@ -735,7 +735,7 @@ def build() -> LessonBuilder:
         `lane < WARPS ? warp_partials[lane] : 0.0f`. The model cannot show the barriers — a tensor is written before
         it is read by construction — which is exactly what the two `__syncthreads()` guarantee on the GPU.
 
-        **The mistakes the checks catch** (the mutants in `tests/mutants/p04_cuda_vs_triton.py`): in PyTorch, no fp32
+        **The usual mistakes, and why they are wrong**: in PyTorch, no fp32
         upcast (fp16 squares overflow), no cast back (an fp32 result for a bf16 input), $\varepsilon$ outside the
         root, a sum instead of a mean, calling `F.rms_norm`; in Triton, the mean over `BLOCK_SIZE`, no load mask,
         rows addressed with `n_cols` instead of the row stride, no fp32 upcast, returning the builtin's result, the
@@ -769,4 +769,5 @@ def build() -> LessonBuilder:
         backward's two-stage reduction), and drop to CUDA when you need control Triton does not give — specific
         instructions, warp-specialised pipelines, a library (vLLM, CUTLASS, FlashAttention) already built in C++.
     """)
+    lesson.mistakes()
     return lesson

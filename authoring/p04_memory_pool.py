@@ -45,7 +45,7 @@ def build() -> LessonBuilder:
         - **合并 (coalesce)**：释放时与同一段内相邻的空闲块合并，缓存中不会有两个相邻的空闲块。
         - **统计**：allocated = 已分配块大小之和，requested = 用户请求之和，reserved = 段大小之和；reserved − allocated 是缓存着但没用上的内存（碎片 fragmentation）；largest_free 决定下一次大请求能否不申请新段。
         - **OOM 重试**：申请新段失败时先 `empty_cache()`（释放整段空闲的段）再试一次，仍失败才报 OOM；碎片会让“总空闲够大却没有一块够大”。
-        - **易错点**：取整用 floor、512 以下不取整、1 MiB 边界用 `<`、大池剩余很小也切、忘记合并一侧、跨池复用、double free 不报错、`empty_cache` 释放仍有分配块的段。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. The problem: memory that is free but not usable
@@ -585,7 +585,7 @@ def build() -> LessonBuilder:
         **`CachingAllocator`.** Best fit is a `bisect_left` for `(rounded, -1)`: the first entry whose size is at
         least `rounded`, and among equal sizes the lowest address because the tuples compare addresses second. It
         is $O(\log n)$ to find and $O(n)$ to update a Python list (PyTorch's `std::set` is $O(\log n)$ for both).
-        The mistakes the checks catch (the mutants): *first fit instead of best fit* (valid, but it cuts the big
+        The usual mistakes: *first fit instead of best fit* (valid, but it cuts the big
         block where a small one would do: the returned addresses differ from the reference), *searching the other
         pool*, *splitting a large block for a sliver*, *keeping the free remainder out of the cache* (a leak that
         `empty_cache` cannot recover), *merging only with the next neighbour* (two adjacent free blocks: the
@@ -616,4 +616,5 @@ def build() -> LessonBuilder:
           the model's activations. JAX's XLA runtime preallocates 75% of the GPU by default and uses a best-fit
           allocator with coalescing (BFC, from TensorFlow) over it.
     """)
+    lesson.mistakes()
     return lesson

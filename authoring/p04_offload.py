@@ -46,7 +46,7 @@ def build() -> LessonBuilder:
         - **侧流预取**：在第二个 CUDA 流上拷贝下一组的动量，用事件（event）让计算流在用到它之前等待；拷贝和当前组的更新同时进行。
         - **顺序**：预取 0、预取 1、更新 0、预取 2、更新 1……；任一时刻设备上最多两组的动量。
         - **主权重（master weights）**：bf16 参数配 fp32 主权重与 fp32 动量，每个元素 12 字节随组搬运；更新在 fp32 主权重上做，再舍入写回参数。
-        - **易错点**：忘记等待事件（读到尚未拷贝完成的数据）、拷回主机后没有同步就在下一步读取、非锁页内存上的 `non_blocking`（悄悄变成同步）、每组而不是每步递增步数、用完的暂存动量没有释放。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. Where the bytes live
@@ -357,7 +357,7 @@ def build() -> LessonBuilder:
         parameter is overwritten with the rounded master; the master travels with the moments, 12 bytes per
         element instead of 8, all of them off the device between steps.
 
-        **The mistakes the checks catch** (the mutants in `tests/mutants/p04_offload.py`): prefetching a group
+        **The usual mistakes, and why they are wrong**: prefetching a group
         only when it is its turn (no overlap: the recorder sees update $g$ before prefetch $g+1$); keeping every
         group on the device (memory); a blocking copy (`non_blocking` missing); the copy back forgotten (the
         moments on the host never change: the second step differs); the step count incremented per group instead
@@ -373,4 +373,5 @@ def build() -> LessonBuilder:
         hook of `p04.overlap`); activation offload in Megatron-LM and torch's `save_on_cpu` use the same pinned
         buffers and side streams for activations instead of moments.
     """)
+    lesson.mistakes()
     return lesson

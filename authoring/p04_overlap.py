@@ -45,7 +45,7 @@ def build() -> LessonBuilder:
         - **暴露的通信**：$\max(B, E_{\text{last}}) - B$；至少是最后一个桶的通信时间（它包含第 0 层，反向结束时才就绪），所以桶越小尾巴越短，但每个桶都要付一次延迟 $\alpha$。
         - **零拷贝**：梯度直接作为扁平桶缓冲区的视图（`gradient_as_bucket_view`），autograd 原地累加进缓冲区，all-reduce 原地进行，省掉一份梯度大小的内存和两次拷贝。
         - **异步与等待**：钩子里 `dist.all_reduce(buffer, async_op=True)` 立即返回 work 句柄；优化器更新之前必须 `wait()`，否则用到的是未归约的梯度。
-        - **易错点**：桶的就绪时间取了第一个而不是最后一个梯度、忘记链路串行、在反向结束后才发出 all-reduce、同步调用（`async_op=False`）、把梯度拷贝出来而不是用视图、`zero_grad(set_to_none=True)` 之后梯度不再是视图。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. The timeline of one overlapped step
@@ -375,7 +375,7 @@ def build() -> LessonBuilder:
         send last step's stale values, and a rank whose backward skipped a bucket would otherwise leave the other
         ranks waiting in an all-reduce it never joins.
 
-        **The mistakes the checks catch** (the mutants in `tests/mutants/p04_overlap.py`):
+        **The usual mistakes, and why they are wrong**:
         - *A bucket ready at its first gradient* instead of its last, and *a link that runs every all-reduce at
           once* (no `max` with the previous end): schedules that finish too early.
         - *Backward in forward order* (layer 0 first): the ready times are reversed.
@@ -394,4 +394,5 @@ def build() -> LessonBuilder:
         link is busy all the time, no bucket size helps, and the answer is fewer bytes (bf16 or fp8 gradients,
         sharding) or more bandwidth.
     """)
+    lesson.mistakes()
     return lesson

@@ -41,7 +41,7 @@ def build() -> LessonBuilder:
         - **跨 block**：block 之间不能同步。两遍归约：第一遍每个 block 写一个 partial，第二遍再归约 partial（结果确定）；或者每个 block 用一次 `atomicAdd`（单遍，但浮点加法顺序不确定）。
         - **原子操作**：同一地址上的 atomic 是串行的：每个线程一次 atomic 就是 $T \cdot G$ 次串行加法；先在 block 内归约，只做 $G$ 次。
         - **精度**：float32 累加误差随加法链长度增长；树形/分块求和的误差约为 $O(\log n)\,\varepsilon$，顺序累加约为 $O(n)\,\varepsilon$。
-        - **易错点**：漏 `__syncthreads()`、把 `__syncthreads()` 放进 `if t < stride:`（只有部分线程到达的屏障）、用交错寻址 `2*s*t`（bank 冲突）、树的循环少做一步（`s > 32`）、shuffle 从 8 开始、只做一遍就返回 `partial[0]`、非原子的 `out += v`、加载越界（`i <= n`）、按 $n$ 而不是 partial 的个数决定 block 数。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. Why a reduction is not an elementwise kernel
@@ -469,7 +469,7 @@ def build() -> LessonBuilder:
         `block_sums` for its second pass, with a one-element `partial`; the atomic one adds 1024 block totals into a
         zeroed scalar.
 
-        **The mistakes the checks catch** (the mutants in `tests/mutants/p04_reduction.py`). In the simulator: no
+        **The usual mistakes, and why they are wrong**. In the simulator: no
         barrier between the steps of the tree or between the store and the tree (threads read partners' values before
         they are written: a race the strict launch reports), the tree's barrier inside `if t < stride:` (a barrier only
         some threads reach), Harris's interleaved strided index `2 * stride * t` (the right sum with bank conflicts, found
@@ -494,4 +494,5 @@ def build() -> LessonBuilder:
         kernels go further: an RMSNorm or softmax kernel (`p03.softmax`, `p04.warp_primitives`) reduces each row in one
         block or one warp, never writing the sum to memory at all.
     """)
+    lesson.mistakes()
     return lesson

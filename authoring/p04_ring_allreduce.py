@@ -41,7 +41,7 @@ def build() -> LessonBuilder:
         - **切片数的权衡**：切得越细越能把累加藏在传输后面，但每片多付一次 $\alpha$；最优 $S$ 由模型给出。
         - **非阻塞通信**：每个 rank 同时向右发、从左收；全都先阻塞 `send` 会死锁（NCCL 上必然，gloo 上小消息碰巧不会）。NCCL 上应把同一步的收发放进 `batch_isend_irecv`（ncclGroupStart/End）。
         - **不能整除**：`tensor_split` 让块长相差至多 1，切片再 `tensor_split`；空切片两端都跳过（两端算出的长度相同）。
-        - **易错点**：切片下标发收不一致、先全部 `wait` 再累加（失去流水线）、累加写成拷贝、all-gather 阶段还在累加、忘了等待 `isend` 就改缓冲区、`slices` 不校验、bool 张量。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. The problem: a correct ring is not yet a fast one
@@ -340,8 +340,7 @@ def build() -> LessonBuilder:
         ## 5. Reading the solutions
 
         **`ring_model`.** The whole model is two lines: `transfer` ($t$) and `add` ($c$) for one slice, then the
-        pipeline formula for the reduce-scatter steps and $S t$ for the all-gather steps. The mistakes the checks
-        catch: *charging the addition in the all-gather too* (it only copies), *dividing by $S$ once too few*
+        pipeline formula for the reduce-scatter steps and $S t$ for the all-gather steps. The usual mistakes: *charging the addition in the all-gather too* (it only copies), *dividing by $S$ once too few*
         (a slice is $n/(pS)$ bytes, not $n/p$), *paying $\alpha$ once per step instead of once per slice*, and for
         bus bandwidth *the factor $(p-1)/p$ without the 2*. `best_slices` scans $1..S_{max}$: the function is not
         convex in general once $\max$ switches sides, and 64 evaluations cost nothing; `index(min(...))` returns
@@ -354,7 +353,7 @@ def build() -> LessonBuilder:
         waited for at the end of the step: an `isend` buffer must not be written while the send is in flight, and
         every chunk this rank sends is written again later (the all-gather overwrites the chunks the reduce-scatter
         sent). The
-        mistakes the checks catch (the mutants): *slices of different sizes at the two ends* (messages that do not
+        usual mistakes: *slices of different sizes at the two ends* (messages that do not
         match), *adding in the all-gather half* (every element counted $p$ times too often), *copying in the
         reduce-scatter half* (only the left neighbour's data survives), *the receive chunk one step off*, *ignoring
         `slices`* (whole chunks: correct sums, but the message count shows $2(p-1)$ messages, not $2(p-1)S$), and
@@ -396,4 +395,5 @@ def build() -> LessonBuilder:
         plateau it can come close to NCCL only if the additions and the transfers overlap, which NCCL's fused
         `recvReduceSend` does inside one kernel and your Python loop does only between slices.
     """)
+    lesson.mistakes()
     return lesson

@@ -44,7 +44,7 @@ def build() -> LessonBuilder:
         - **Bank 冲突**：共享内存有 32 个 bank，每个 4 字节宽，地址 $a$ 属于 bank $(a/4) \bmod 32$；一个 warp 的一次访问需要的 wavefront 数 = 各 bank 中不同 4 字节字的最大个数（同一个字是广播，不冲突）。步长为 $s$ 个字时是 $\gcd(s, 32)$。
         - **Padding**：转置读 `tile[lane][c]` 在 `[32][32]` 上是 32 路冲突，`[32][33]` 后每行错开一个 bank，变为无冲突；padding 的大小取决于访问模式（本课 SGEMM 的转置写入需要 +4）。
         - **寄存器分块**：每个线程计算 $8\times 8$ 个输出，每读 16 个共享内存值做 64 次 FMA；线程负责的行列按 16 的步长交错，避免 4 路冲突。
-        - **易错点**：少一个 barrier、越界不填 0、grid 的 x/y 对应反了、tile 下标写反、padding 不够、A 的 tile 转置存放（bank 冲突）、条件分支里放 barrier（只有部分线程到达）、把 TF32 的 cuBLAS 当作 fp32 基准。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. Why the naive kernel is slow
@@ -696,7 +696,7 @@ def build() -> LessonBuilder:
         256)`: each thread moves four elements of each tile, and consecutive threads move consecutive elements of a row
         of $A$ or $B$, which keeps the global reads coalesced.
 
-        **The mistakes the checks catch** (the mutants in `tests/mutants/p04_shared_memory.py`): a missing first or
+        **The usual mistakes, and why they are wrong**: a missing first or
         second barrier (stale or overwritten tiles: a race), the first barrier only for threads inside $C$ (a barrier
         only some threads of an edge block reach), the $A$ tile stored transposed `As[tx, ty]` and read `As[j, ty]`
         (right values, a 2-way bank conflict at `TILE = 8` and 32-way at 32), loads without the K bound (reading past a row of $A$: an
@@ -715,4 +715,5 @@ def build() -> LessonBuilder:
         from shared memory; the data layout questions of this lesson — who loads what, in which bank it lands — remain.
         Next: `p04.warp_primitives`, where threads of a warp exchange values without shared memory at all.
     """)
+    lesson.mistakes()
     return lesson

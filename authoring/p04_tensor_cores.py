@@ -47,7 +47,7 @@ def build() -> LessonBuilder:
         - **WMMA GEMM**：block 计算 128×128 的 C 块，沿 K 每次把 128×32 的 A 和 32×128 的 B 用 16 字节向量读入 shared memory（行尾 padding 8 个 half），8 个 warp 各持 4×2 个 16×16 累加 fragment；累加器用 fp32，输出 fp32。
         - **Hopper**：全速 Tensor Core 需要 `wgmma`（warpgroup 级、操作数直接来自 shared memory）+ TMA，CUTLASS 3 和 FlashAttention-3 就是这样做的；WMMA/`mma.sync` 达不到这个峰值。
         - **实测（H200，一次运行，`python -m llm_algo bench p04.tensor_cores`）**：4096³ 时本节 WMMA GEMM fp16 为 106.6 TFLOP/s，cuBLAS 758.4（0.14 倍）；bf16 为 51.1 对 748.9（0.07 倍）。“达到 cuBLAS 60%”的目标**未达成**：WMMA 只能生成 `mma.sync`，没有 `wgmma`/TMA，且拷贝是同步的、没有流水线。bf16 慢一半的可能原因：其内核用 130 个寄存器（fp16 为 128），每个 SM 只能驻留 1 个 block（fp16 为 2 个）；这是推断，需用 Nsight Compute 证实。
-        - **易错点**：fp16 累加器、K 方向越界不补 0、B fragment 用错 row/col major、A 的 a2/a3 与 a4/a5 搞反、忘记加 C、不检查 16 的倍数或 16 字节对齐。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. Why tensor cores, in numbers
@@ -782,7 +782,7 @@ def build() -> LessonBuilder:
         Streaming `A.sizes()` or a `ScalarType` into `TORCH_CHECK` has crashed extensions built with some host
         compilers.
 
-        **The mistakes the checks catch** (the mutants in `tests/mutants/p04_tensor_cores.py`): in the model, a
+        **The usual mistakes, and why they are wrong**: in the model, a
         float64 accumulator rounded once at the end (no swamping, no overflow), products rounded to the accumulator
         before the sum, an fp32 accumulator whatever `acc_dtype` says, and `@` for the tile product (refused); in the
         lane map, $a_2, a_3$ and $a_4, a_5$ swapped (right before down), groupID and threadID_in_group swapped, $B$'s
@@ -801,4 +801,5 @@ def build() -> LessonBuilder:
         libraries, or Marlin-style kernels that dequantise int4 weights straight into `mma.sync` B fragments. All of
         them accumulate in fp32.
     """)
+    lesson.mistakes()
     return lesson

@@ -39,7 +39,7 @@ def build() -> LessonBuilder:
         - **分组**：只用偏移 $w/2, \dots, 1$ 时，归约在每 $w$ 个 lane 的组内进行（如 16 个 lane 处理一行）。
         - **mask**：`mask` 中的每个 lane 都必须执行这条 shuffle；从 mask 之外的 lane 读数是未定义的。行不满 32 个元素时，不要缩小 mask，而是让空闲 lane 持有单位元（求和为 0，求最大值为 $-\infty$）。
         - **Warp-per-row softmax**：lane $\ell$ 处理第 $\ell, \ell+32, \dots$ 列（合并访存），先求每个 lane 的最大值再 butterfly 求行最大值，减去最大值后求 $\sum e^{x-m}$，再写出 $e^{x-m}/s$。
-        - **易错点**：偏移少一步或越过组、不减最大值（$e^{1000}$ 溢出为 inf）、空闲 lane 用 0 当最大值的单位元、缩小 mask 读到 mask 外的 lane、一个 warp 中部分 lane 提前 return 后再 shuffle。
+        {易错点}
         - **性能**：softmax 是访存受限的，目标是设备内拷贝带宽的 85% 以上且不慢于 `torch.softmax`。
     """)
     lesson.md(r"""
@@ -397,7 +397,7 @@ def build() -> LessonBuilder:
         functions"), and a memory-bound kernel gains nothing from it. `1.0f / s` once per row turns a division per
         element into a multiply. The three walks read consecutive floats across the lanes: coalesced.
 
-        **The mistakes the checks catch** (the mutants in `tests/mutants/p04_warp_primitives.py`): butterfly offsets
+        **The usual mistakes, and why they are wrong**: butterfly offsets
         that start at `width` (crossing groups) or stop at 2, a sum-combine used for the max, 0 as the padding of the
         max (a row of negative numbers gets the wrong max), no max subtraction (overflow for large logits), a partial
         shuffle mask (`(1 << L) - 1`) for short rows that reads lanes outside the mask; in C++, a warp that reduces with
@@ -409,4 +409,5 @@ def build() -> LessonBuilder:
         `__shfl_xor_sync` exactly like this, usually templated on the number of elements per lane so that the row
         stays in registers. Next: `p04.reduction`, where warps combine through shared memory and atomics.
     """)
+    lesson.mistakes()
     return lesson

@@ -42,6 +42,7 @@ def build() -> LessonBuilder:
         - **梯度**：被切分的参数在 TP 组内各不相同，只能在 **DP 组** 内平均；复制的参数在 TP 组内的梯度本来就相同，也只在 DP 组内平均。
         - **数据**：DP 副本 $d$ 取全局 batch 的第 $d$ 份；TP 组内的 rank 看同一份数据。
         - **验收**：四个进程的 loss 曲线与单进程训练同一个 Hugging Face 模型逐步相等（float32 舍入误差内），最终 logits 相等。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. The grid
@@ -365,7 +366,7 @@ def build() -> LessonBuilder:
         loss falls from $\ln 64 \approx 4.16$ towards 3 in 40 steps, ranks 0 and 1 (one TP group) use rows `(0, 4)`
         and ranks 2 and 3 rows `(4, 8)`.
 
-        **Usual mistakes**, each caught by a check:
+        **Usual mistakes**, and why they are wrong:
         - DDP over the whole world instead of the DP group: the shards of a split weight from different TP ranks are
           averaged together, and the model drifts from the first step;
         - every replica trains on the whole batch: the curve is right (the mean of identical gradients) but each
@@ -395,4 +396,5 @@ def build() -> LessonBuilder:
         *copy* of the loss: `all_reduce` works in place, and reducing the loss tensor itself after `backward` would be
         harmless here but is a habit that corrupts tensors autograd still needs elsewhere.
     """)
+    lesson.mistakes()
     return lesson

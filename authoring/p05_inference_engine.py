@@ -45,7 +45,7 @@ def build() -> LessonBuilder:
         - **调度一步**：先为正在解码的请求留块（不够就抢占最新的请求：释放它的块，放回等待队列最前面，之后重算 prefill）；没有抢占时按到达顺序接纳新请求并单独 prefill；其余请求一次批量 decode；完成的请求释放块。
         - **采样**：每个请求有自己的 `torch.Generator`，所以结果与批次组成无关，可以逐请求复现。
         - **评分**：greedy 输出与 `generate_greedy` 逐 token 相同（包括发生抢占时）；固定种子的采样与逐请求参考一致；结束时所有块归还；计算的 token 槽数不超过静态批处理的 1/1.3，前向调用次数不超过逐个请求解码的 1/2。
-        - **易错点**：位置用批内最大长度而不是每行自己的长度、掩码漏掉填充、右填充配 $T>1$、抢占后只重算 prompt 丢了已生成的 token、完成的请求不释放块（泄漏）、所有请求共用一个随机数生成器。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. The problem: a server's requests do not come in tidy batches
@@ -506,7 +506,7 @@ def build() -> LessonBuilder:
         after new ones. Greedy outputs are then identical to decoding each request alone, whatever the batch and the
         memory pressure, which is what the checks assert.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p05_inference_engine.py`): positions from the
+        **The usual mistakes, and why they are wrong**: positions from the
         batch's longest sequence, no mask (padding attended), right padding (wrong for $T > 1$), no block count
         before the forward; finished requests that keep their blocks, a preempted request whose output is forgotten
         or recomputed from the prompt only, every generator seeded alike, a decode of one request per forward,
@@ -520,4 +520,5 @@ def build() -> LessonBuilder:
         fixed batch sizes to remove the launch overhead that dominates this CPU demo. SGLang and TensorRT-LLM
         ("in-flight batching") follow the same plan.
     """)
+    lesson.mistakes()
     return lesson

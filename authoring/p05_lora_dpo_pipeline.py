@@ -40,7 +40,7 @@ def build() -> LessonBuilder:
         - **DPO**：参考模型是 SFT 模型的冻结副本；$\Delta = (\log\pi_\theta - \log\pi_\text{ref})_\text{chosen} - (\cdot)_\text{rejected}$，损失 $-\log\sigma(\beta\Delta)$。
         - **结果评估**：留出集上的平均奖励差（reward margin）> 0.5、奖励准确率 ≥ 0.9、对 SFT 模型的胜率（win rate）≥ 0.7。
         - **合并**：$W \leftarrow W + \gamma BA$，合并后的普通 `nn.Linear` 模型与带适配器的模型输出相同。
-        - **易错点**：参考模型没有冻结（等于策略本身）、chosen/rejected 顺序颠倒（相当于 $\beta$ 变号）、在原模型上就地训练、合并时漏掉缩放 $\gamma$。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. The task, and why SFT alone is not enough
@@ -376,7 +376,7 @@ def build() -> LessonBuilder:
         list of parameters that require gradients, so AdamW allocates state for the adapters only (for Llama-3-8B at
         $r=16$ that is 0.5 GB of state instead of 96 GB, `p02.lora`); handing it `model.parameters()` would also be
         harmless *here*, since frozen parameters get no gradient and AdamW skips them, but the moment something
-        turns gradients back on, the base drifts, which is what the bit-identical check catches. `sft_loss` takes
+        turns gradients back on, the base drifts, which a bit-identical comparison of the base weights shows. `sft_loss` takes
         the full logits and the labels with $-100$ on the prompt: the loss is on the answer only, and the shift is
         inside it.
 
@@ -397,7 +397,7 @@ def build() -> LessonBuilder:
         differs from the adapter model by bf16 rounding of $W_0 + \Delta W$, which is why some teams merge in
         float32 and cast afterwards.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p05_lora_dpo_pipeline.py`): SFT on the
+        **The usual mistakes, and why they are wrong**: SFT on the
         base itself (no copy), every parameter trainable, the prompt tokens used as labels, a forgotten
         `optimizer.step()`; DPO with the policy as
         its own reference, chosen and rejected swapped, the SFT model trained in place; a merge without $\gamma$,
@@ -409,4 +409,5 @@ def build() -> LessonBuilder:
         schedule (`p02.lr_schedules`), packing for SFT (`p02.sft`), and an evaluation by a judge model or
         humans instead of a rule.
     """)
+    lesson.mistakes()
     return lesson

@@ -44,7 +44,7 @@ def build() -> LessonBuilder:
         - **KV cache 回滚（rollback）**：目标模型的 cache 里写入了全部 $k$ 个草稿，被拒绝的要截掉（长度回到“已确认序列 + 接受数”）；不回滚，下一轮就会注意到不存在的 token。
         - **早退草稿（early exit）**：1 层草稿共享 4 层目标的 embedding、第一层、最终 norm 和输出头，不需要单独训练。
         - **评分**：greedy 与目标 greedy 完全一致；采样结果通过卡方检验（误报率 $10^{-3}$）；$k=4$ 时每个 token 的目标调用次数 ≤ 0.6。
-        - **易错点**：不做 $\min(1,p/q)$ 检验直接接受（输出变成草稿的分布）、从 $p$ 而不是残差重采样、残差用 $q-p$、忘记回滚、全部接受时漏掉 bonus token。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. One round, with shapes
@@ -334,7 +334,7 @@ def build() -> LessonBuilder:
         After the round, the target keeps $n + a$ positions (confirmed tokens plus accepted drafts) and the emitted
         token becomes pending for both models.
 
-        **The mistakes the checks catch** (mutants in `tests/mutants/p05_speculative_engine.py`): `rollback` that
+        **The usual mistakes, and why they are wrong**: `rollback` that
         resets `length` but not `lengths`, or nothing; `extend` returning only the last row; accepting every draft
         without the $\min(1, p/q)$ test (the output follows the draft), resampling a rejection from $p$ instead of the
         residual, the residual of $q - p$, a target that is never rolled back, a round without the bonus token, and a
@@ -349,4 +349,5 @@ def build() -> LessonBuilder:
         temperature, same processors), which is why engines apply the sampling processors to both $p$ and $q$ before
         the test.
     """)
+    lesson.mistakes()
     return lesson

@@ -59,6 +59,7 @@ def build() -> LessonBuilder:
         - **生成**：prefill 一次，之后每步只送一个 token 进 KV cache；temperature 为 0 时等价于 greedy；用 distinct n-gram 比例衡量样本是否退化（greedy 容易陷入循环）。
         - **评分标准**：CPU 配置下 60 步后验证 loss < 1.85 nats/token（bigram 模型为 2.06）；续训逐位一致；greedy 与 `generate_greedy` 逐 token 相同；采样分布通过卡方检验；训练后样本的 distinct-2 比例 > 0.35。
         - **GPU 上**：同一份代码放大模型和数据，报告 tokens/s 与 MFU（$6N$ FLOPs/token 加注意力项，除以峰值算力）。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. The run you are about to build
@@ -674,7 +675,7 @@ def build() -> LessonBuilder:
         differs from `generate_greedy` only in the choice of the next token; `top_k` and `Temperature` commute (a
         positive scale keeps the order of the logits), the order here is transformers'.
 
-        **The mistakes the checks catch** (each is a mutant in `tests/mutants/p05_tiny_llm_from_scratch.py`):
+        **The usual mistakes, and why they are wrong**:
         - *The tokenizer trained on all the text*, validation included; *no end-of-text id after each document*;
           *the validation split taken from the front*; *int64 streams* (4 times the memory of `uint16`).
         - *No `zero_grad`* (gradients summed over steps), *the scheduler stepped before the optimizer* (the schedule
@@ -704,4 +705,5 @@ def build() -> LessonBuilder:
         - *Evaluation.* Fixed validation sets and benchmark suites run every few thousand steps; loss in bits per
           byte when tokenizers differ.
     """)
+    lesson.mistakes()
     return lesson

@@ -53,6 +53,7 @@ def build() -> LessonBuilder:
         - **dtype**：FlashAttention 只接受 fp16/bf16，所以整个块以一种 16 位 dtype 运行；CPU 上的 Triton 解释器没有 bf16，检查用 fp16，GPU 上再加 bf16。
         - **融合交叉熵会覆盖 logits**：前向结束时 logits 的内存里已是梯度；需要 logits 的人必须先自己复制一份。
         - **验收**：块的输出和所有梯度、整个模型的 logits、loss 和一步训练后的权重，都与 Hugging Face 的 `LlamaDecoderLayer` / `LlamaForCausalLM` 相等（在容差策略内）；内核所替代的 PyTorch 算子（`F.rms_norm`、softmax、SDPA、`F.silu`、`F.cross_entropy`）在你的代码里被禁止。
+        {易错点}
     """)
     lesson.md(r"""
         ## 1. Which kernel replaces what
@@ -392,11 +393,11 @@ def build() -> LessonBuilder:
         On the CPU every kernel runs in Triton's interpreter, one program at a time in NumPy, so a step takes seconds
         for a model that a GPU runs in microseconds: here the point is equality, not speed.
 
-        **Usual mistakes**, each caught by a check:
+        **Usual mistakes**, and why they are wrong:
         - RoPE applied to $v$ instead of $k$ (or to neither): the output is smooth and plausible, and wrong;
         - `causal=False`: every token sees the future; the loss of a trained model would look far too good;
         - a residual missing (`x = attention(...)` instead of `x = x + ...`);
-        - the config's `rms_norm_eps` ignored in favour of a default: invisible at $\epsilon = 10^{-6}$, caught with
+        - the config's `rms_norm_eps` ignored in favour of a default: invisible at $\epsilon = 10^{-6}$, visible with
           the larger $\epsilon$ of a check;
         - the two norms' gains swapped, or the head taken from the embedding (a tied model's habit);
         - the logits used after `fused_cross_entropy`: they now hold $\partial L / \partial z$.
@@ -470,4 +471,5 @@ def build() -> LessonBuilder:
         $\partial L / \partial z$ where $z$ was; the head's GEMM saved $h$ and $W_{\text{head}}$, so its backward never
         needs $z$.
     """)
+    lesson.mistakes()
     return lesson

@@ -27,12 +27,16 @@ import nbformat
 
 from ..colab import bootstrap_code, colab_url
 from ..module_files import load_module
+from ..mutation.mutants import Mutant, load_mutants
 from ..notebook import source_hash
-from ..paths import repo_root
+from ..paths import mutants_module_path, repo_root
 from .glossary import GLOSSARY
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 STOP_MARKER = "## 🛑 STOP"
+MISTAKES_ZH = "{易错点}"  # a line of its own in 本节要点 that the builder replaces with the lesson's mutants, in 中文
+MISTAKES_CELL = "mistakes"  # metadata llm_algo.generated of the cell that `LessonBuilder.mistakes()` writes
+ZH_PER_LESSON = 6  # about this many mutants appear in 本节要点, spread evenly over the exercises
 
 
 def skeleton(solution: str) -> str:
@@ -68,6 +72,46 @@ def _dedent(text: str) -> str:
     return "\n".join(line[cut:] for line in lines).rstrip()
 
 
+def mistakes_markdown(lesson_id: str, notebook_path: str, mutants: list[Mutant] | None = None) -> str:
+    """The lesson's "usual mistakes" block: every mutant of every exercise (its `mistake`, its name), grouped by
+    exercise in the order the mutants file gives them. A sentence that says the checks catch a mistake belongs here
+    and nowhere else (CONTRACT.md, section 5): each line is proved by `pytest --mutants`."""
+    mutants = load_mutants(lesson_id) if mutants is None else mutants
+    if not mutants:
+        raise ValueError(f"lesson {lesson_id} has no mutants to list as its usual mistakes")
+    source = mutants_module_path(lesson_id).relative_to(repo_root()).as_posix()
+    link = os.path.relpath(source, Path(notebook_path).parent).replace(os.sep, "/")
+    lines = [
+        f"**Usual mistakes the checks catch.** Each line is a mutant in [`{source}`]({link}): a copy of the "
+        "reference solution with that one mistake, which `pytest --mutants` proves the checks reject.",
+    ]
+    for exercise in dict.fromkeys(m.exercise for m in mutants):
+        lines += ["", f"`{exercise}` fails its checks when the code:"]
+        lines += [f"- {m.mistake} — `{m.name}`" for m in mutants if m.exercise == exercise]
+    return "\n".join(lines)
+
+
+def mistakes_zh_line(lesson_id: str, mutants: list[Mutant] | None = None) -> str:
+    """The 易错点 line of 本节要点: the first mutants of each exercise, in the mutants file's order (about
+    ZH_PER_LESSON in all: 6 // the number of exercises per exercise, at least one), by their `mistake_zh`."""
+    mutants = load_mutants(lesson_id) if mutants is None else mutants
+    missing = [m.name for m in mutants if not m.mistake_zh]
+    if missing:
+        raise ValueError(
+            f"{mutants_module_path(lesson_id).name}: mutants without mistake_zh (the 易错点 of 本节要点 lists them in "
+            f"简体中文): {', '.join(missing)}"
+        )
+    exercises = list(dict.fromkeys(m.exercise for m in mutants))
+    each = max(1, ZH_PER_LESSON // max(1, len(exercises)))
+    seen: dict[str, int] = {}
+    shown = [m for m in mutants if (seen := {**seen, m.exercise: seen.get(m.exercise, 0) + 1})[m.exercise] <= each]
+    return (
+        "- **易错点**（每条都是一个变异体，检查必须拒绝它）："
+        + "；".join(m.mistake_zh.rstrip("。；") for m in shown)
+        + "。"
+    )
+
+
 @dataclass
 class LessonBuilder:
     id: str
@@ -82,6 +126,7 @@ class LessonBuilder:
     cells: list = field(default_factory=list)
     solutions: list[tuple[str, str]] = field(default_factory=list)
     _counts: dict = field(default_factory=dict)
+    _mistakes: dict = field(default_factory=dict)  # what the generated "usual mistakes" went into: "md", "zh"
 
     def _id(self, kind: str) -> str:
         self._counts[kind] = self._counts.get(kind, 0) + 1
@@ -123,7 +168,32 @@ class LessonBuilder:
         self.md(text + ("\n\n" + _dedent(intro) if intro else ""))
 
     def md(self, text: str) -> None:
-        self._add(nbformat.v4.new_markdown_cell(_dedent(text)), "md")
+        self._add(nbformat.v4.new_markdown_cell(self._with_mistakes_zh(_dedent(text))), "md")
+
+    def _with_mistakes_zh(self, text: str) -> str:
+        """The text with its `{易错点}` line (if any) replaced by the 易错点 of the lesson's mutants."""
+        lines = text.split("\n")
+        if MISTAKES_ZH not in (line.strip() for line in lines):
+            return text
+        if "zh" in self._mistakes:
+            raise ValueError(f"{self.id}: {MISTAKES_ZH} appears twice")
+        self._mistakes["zh"] = True
+        zh = mistakes_zh_line(self.id)
+        return "\n".join(
+            line[: line.index(MISTAKES_ZH)] + zh if line.strip() == MISTAKES_ZH else line for line in lines
+        )
+
+    def mistakes(self) -> None:
+        """The "usual mistakes" block, generated from the lesson's mutants (`mistakes_markdown`); a lesson that has it
+        also puts a `{易错点}` line in its 本节要点. Put it where the lesson discusses the solutions."""
+        if "md" in self._mistakes:
+            raise ValueError(f"{self.id}: lesson.mistakes() is called twice")
+        self._mistakes["md"] = True
+        self._add(
+            nbformat.v4.new_markdown_cell(mistakes_markdown(self.id, self.path)),
+            "md",
+            llm_algo={"generated": MISTAKES_CELL},
+        )
 
     def setup(self, code: str) -> None:
         device = "lesson.triton_device" if self.triton else "lesson.device"
@@ -168,6 +238,11 @@ class LessonBuilder:
         return f"authoring/{self.id.replace('.', '_')}.py"
 
     def notebook(self) -> nbformat.NotebookNode:
+        if len(self._mistakes) == 1:
+            raise ValueError(
+                f"{self.id}: a lesson with generated mistakes has both lesson.mistakes() and a {MISTAKES_ZH} line in "
+                f"本节要点; this one has only {'lesson.mistakes()' if 'md' in self._mistakes else MISTAKES_ZH}"
+            )
         cells = [nbformat.from_dict(dict(cell)) for cell in self.cells]
         if cells and cells[0].cell_type == "markdown":
             cells[0].source += (

@@ -23,7 +23,7 @@ from ..paths import (
     part_dirs,
     repo_root,
 )
-from .builder import STOP_MARKER
+from .builder import MISTAKES_CELL, MISTAKES_ZH, STOP_MARKER, mistakes_markdown, mistakes_zh_line
 from .lesson_ruff import lesson_ruff
 from .speed_verdicts import MARKER, speed_verdicts
 
@@ -31,6 +31,21 @@ SUMMARY_HEADING = "本节要点"  # the 简体中文 summary every lesson carrie
 
 ID_PATTERN = re.compile(r"^p(\d\d)\.[a-z0-9_]+$")
 MIN_CHECKS, MIN_MUTANTS = 3, 2
+
+# A sentence that says the checks catch a mistake (CONTRACT.md, section 5) belongs only in the block generated from
+# the mutants (`lesson.mistakes()` and the {易错点} line of 本节要点), where `pytest --mutants` proves each one.
+CATCH_CLAIM = re.compile(
+    r"\b(?:checks?|tests?|gradcheck)(?:\s+(?:will|would|also|then|here|below|all|do|does|can|must))?\s+"
+    r"(?:catch|catches|caught|reject|rejects|rejected|detect|detects|flag|flags)\b"
+    r"|\b(?:caught|rejected|detected|flagged)\s+by\s+(?:the\s+|a\s+|its\s+)?(?:checks?|tests?)\b"
+    r"|能捕获|能检查出|会被检查|检查(?:会|能|可以|都会)?(?:捕获|发现|拒绝|抓到)",
+    re.IGNORECASE,
+)
+# Lessons whose hand-written mistakes lists are not yet generated from their mutants (issue 27, guard 6): the lint
+# skips the catch-claim rule for them (a lesson added without `lesson.mistakes()` may be listed here while it is
+# written). Remove a lesson from here when its source calls `lesson.mistakes()`; a package test
+# (tests/package/test_mistakes.py) fails while a listed lesson already has the block.
+MISTAKES_PENDING: frozenset[str] = frozenset()  # empty: every lesson is migrated
 
 
 def public_signatures(source: str) -> dict[str, str]:
@@ -127,6 +142,7 @@ class Linter:
         self.lint_metadata(lesson)
         self.lint_cells(lesson)
         self.lint_checks(lesson)
+        self.lint_mistakes(lesson)
         return lesson
 
     def lint_metadata(self, lesson: Lesson) -> None:
@@ -279,6 +295,50 @@ class Linter:
                 f"order of operations instead). A deadline that only guards against a hang may stay, with "
                 f"`{MARKER} <reason>` on its line",
             )
+
+    def lint_mistakes(self, lesson: Lesson) -> None:
+        """The "usual mistakes" come from the mutants: the generated block is what the mutants file gives today,
+        every mutant has its 中文 `mistake_zh`, and no other markdown says that the checks catch something."""
+        blocks = [
+            c for c in lesson.cells if c.raw.get("metadata", {}).get("llm_algo", {}).get("generated") == MISTAKES_CELL
+        ]
+        zh_line = None
+        if blocks:
+            try:
+                mutants = load_mutants(lesson.id)
+                rel = lesson.path.resolve().relative_to(repo_root()).as_posix()
+                expected, zh_line = mistakes_markdown(lesson.id, rel, mutants), mistakes_zh_line(lesson.id, mutants)
+            except Exception as exc:  # mutants without mistake_zh, or none at all
+                self.error(lesson.name, f"its usual mistakes cannot be generated from its mutants: {exc}")
+                return
+            for block in blocks[1:]:
+                self.error(f"{lesson.name}, {block.label()}", "a second generated usual-mistakes block")
+            if blocks[0].source != expected:
+                self.error(
+                    f"{lesson.name}, {blocks[0].label()}",
+                    "the usual-mistakes block is not what the mutants file gives now (a mutant was added, renamed or "
+                    f"reworded): run `python -m llm_algo build {lesson.id}`",
+                )
+            if not any(zh_line in c.source for c in lesson.cells[:2] if c.cell_type == "markdown"):
+                self.error(
+                    lesson.name,
+                    f"{SUMMARY_HEADING} lacks the 易错点 line generated from the mutants (a {MISTAKES_ZH} line in the "
+                    f"source), or it is stale: run `python -m llm_algo build {lesson.id}`",
+                )
+        if lesson.id in MISTAKES_PENDING:
+            return
+        for cell in lesson.cells:
+            if cell.cell_type != "markdown" or cell in blocks:
+                continue
+            text = cell.source.replace(zh_line, "") if zh_line else cell.source
+            for match in CATCH_CLAIM.finditer(text):
+                start = max(text.rfind("\n", 0, match.start()) + 1, match.start() - 40)
+                self.error(
+                    f"{lesson.name}, {cell.label()}",
+                    f"says the checks catch something ({text[start : match.end() + 40].strip()!r}...) outside the "
+                    "usual-mistakes block generated from the mutants: make the mistake a mutant (it then shows in "
+                    "lesson.mistakes()) or say it without claiming the checks catch it",
+                )
 
 
 def lint(paths: list[Path] | None = None) -> list[str]:

@@ -8,12 +8,14 @@ MUTANTS = [
         "no_scale",
         "forgets the 1/sqrt(d) scale",
         [("scale = 1.0 / math.sqrt(d)", "scale = 1.0")],
+        mistake_zh="忘记 1/√d 缩放",
     ),
     Mutant(
         "attention_loops",
         "no_max_subtraction",
         "exponentiates the raw scores (overflows for large scores)",
         [("weights = {j: torch.exp(s - row_max) for", "weights = {j: torch.exp(s) for")],
+        mistake_zh="直接对原始分数取 exp（分数大时溢出）",
     ),
     Mutant(
         "attention_loops",
@@ -26,6 +28,7 @@ MUTANTS = [
                 "rows.append(sum(weights[j] / total * v[j] for j in allowed if mask is None or bool(mask[i, j])))",
             ),
         ],
+        mistake_zh="对 value 求和时跳过了被屏蔽的 key，softmax 分母却仍把它们算进去",
     ),
     Mutant(
         "attention_loops",
@@ -37,6 +40,7 @@ MUTANTS = [
                 "    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)",
             )
         ],
+        mistake_zh="调用 F.scaled_dot_product_attention",
     ),
     Mutant(
         "attention",
@@ -48,12 +52,14 @@ MUTANTS = [
                 "q.to(compute) @ k.to(compute).transpose(-2, -1)",
             )
         ],
+        mistake_zh="忘记 1/√d 缩放",
     ),
     Mutant(
         "attention",
         "scale_by_d",
         "divides the scores by d instead of sqrt(d)",
         [("k.to(compute).transpose(-2, -1) / math.sqrt(d)", "k.to(compute).transpose(-2, -1) / d")],
+        mistake_zh="分数除以 d 而不是 √d",
     ),
     Mutant(
         "attention",
@@ -66,30 +72,35 @@ MUTANTS = [
             ),
             ("weights / weights.sum(dim=-1, keepdim=True)", "weights / weights.sum(dim=-2, keepdim=True)"),
         ],
+        mistake_zh="沿 query 维（dim -2）而不是 key 维归一化",
     ),
     Mutant(
         "attention",
         "mask_inverted",
         "masks the keys the mask allows (masked_fill(mask, -inf))",
         [('scores = scores.masked_fill(~mask, float("-inf"))', 'scores = scores.masked_fill(mask, float("-inf"))')],
+        mistake_zh="屏蔽了 mask 允许的 key（masked_fill(mask, -inf)）",
     ),
     Mutant(
         "attention",
         "causal_top_left",
         "aligns the causal mask top-left (tril() as SDPA's is_causal), wrong when decoding with a cache",
         [(".tril(diagonal=Tk - Tq)", ".tril()")],
+        mistake_zh="因果掩码左上对齐（像 SDPA 的 is_causal 那样用 tril()），带缓存解码时出错",
     ),
     Mutant(
         "attention",
         "mask_or_causal",
         "uses the padding mask instead of the causal rule when both are given",
         [("    if mask is not None:\n        scores", "    elif mask is not None:\n        scores")],
+        mistake_zh="同时给出 padding mask 和因果规则时，只用了 padding mask",
     ),
     Mutant(
         "attention",
         "no_upcast",
         "computes scores and softmax in the input's dtype",
         [("compute = torch.promote_types(q.dtype, torch.float32)", "compute = q.dtype")],
+        mistake_zh="分数和 softmax 都在输入的数据类型下计算",
     ),
     Mutant(
         "attention",
@@ -101,12 +112,14 @@ MUTANTS = [
                 "return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)",
             )
         ],
+        mistake_zh="调用 F.scaled_dot_product_attention",
     ),
     Mutant(
         "padded_causal_mask",
         "strict_causal",
         "uses j < i: a token cannot read itself",
         [("causal = positions[None, :] <= positions[:, None]", "causal = positions[None, :] < positions[:, None]")],
+        mistake_zh="用 j < i：token 看不到自己",
     ),
     Mutant(
         "padded_causal_mask",
@@ -118,6 +131,7 @@ MUTANTS = [
                 "return causal[None, None, :, :] & real_key[:, None, :, None]",
             )
         ],
+        mistake_zh="屏蔽了 padding 的 query（行）而不是 padding 的 key（列）",
     ),
     Mutant(
         "padded_causal_mask",
@@ -129,17 +143,20 @@ MUTANTS = [
                 "return causal[None, :, :] & real_key[:, None, :]",
             )
         ],
+        mistake_zh="返回 (B, T, T)，缺少头维",
     ),
     Mutant(
         "padded_causal_mask",
         "length_inclusive",
         "lets the key at position length (the first padding token) through",
         [("real_key = positions[None, :] < lengths[:, None]", "real_key = positions[None, :] <= lengths[:, None]")],
+        mistake_zh="放行了位置为 length 的 key（第一个 padding token）",
     ),
     Mutant(
         "padded_causal_mask",
         "no_validation",
         "accepts lengths of 0 or above T",
         [("if int(lengths.min()) < 1 or int(lengths.max()) > T:", "if False:")],
+        mistake_zh="接受为 0 或大于 T 的 length",
     ),
 ]

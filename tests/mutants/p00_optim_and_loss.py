@@ -11,18 +11,21 @@ MUTANTS = [
             ("    if weight.dim() != 2 or weight.shape[1] != x.shape[-1]:", "    if weight.dim() != 2:"),
             ("y = x @ weight.T ", "y = x @ weight.reshape(weight.shape[1], weight.shape[0]) "),
         ],
+        mistake_zh="按存储形状 (d_out, d_in) 的权重相乘，再硬 reshape 对齐：x @ W.reshape(d_in, d_out)",
     ),
     Mutant(
         "linear_and_embedding",
         "calls_f_linear",
         "calls F.linear",
         [("y = x @ weight.T ", "y = torch.nn.functional.linear(x, weight) ")],
+        mistake_zh="调用 F.linear",
     ),
     Mutant(
         "linear_and_embedding",
         "ids_not_checked",
         "looks rows up without checking the ids",
         [("    if ids.numel() and (", "    if False and (")],
+        mistake_zh="不检查 ids 就查表取行",
     ),
     Mutant(
         "linear_and_embedding",
@@ -34,42 +37,49 @@ MUTANTS = [
                 "    return (torch.nn.functional.one_hot(ids, weight.shape[0]).float() @ weight.float()).to(weight.dtype)  ",
             )
         ],
+        mistake_zh="用 float32 的 one-hot 矩阵乘实现嵌入，丢了 float64 精度和整数类型检查",
     ),
     Mutant(
         "softmax_and_silu",
         "global_max",
         "subtracts the maximum of the whole tensor instead of each slice along dim",
         [("xc - xc.amax(dim=dim, keepdim=True)", "xc - xc.max()")],
+        mistake_zh="减去整个张量的最大值，而不是沿 dim 每个切片各自的最大值",
     ),
     Mutant(
         "softmax_and_silu",
         "sum_over_last_dim",
         "normalises over the last dimension whatever dim says",
         [("e / e.sum(dim=dim, keepdim=True)", "e / e.sum(dim=-1, keepdim=True)")],
+        mistake_zh="不管 dim 是多少都沿最后一维归一化",
     ),
     Mutant(
         "softmax_and_silu",
         "no_upcast",
         "computes softmax in the input's dtype (fp16/bf16 sums lose digits)",
         [("    xc = x.to(torch.promote_types(x.dtype, torch.float32))\n    e =", "    xc = x\n    e =")],
+        mistake_zh="在输入的数据类型下计算 softmax（fp16/bf16 求和丢精度）",
     ),
     Mutant(
         "softmax_and_silu",
         "silu_is_sigmoid",
         "returns sigmoid(x) instead of x * sigmoid(x)",
         [("return (xc * torch.sigmoid(xc)).to(x.dtype)", "return torch.sigmoid(xc).to(x.dtype)")],
+        mistake_zh="返回 sigmoid(x) 而不是 x·sigmoid(x)",
     ),
     Mutant(
         "softmax_and_silu",
         "silu_calls_builtin",
         "calls F.silu",
         [("return (xc * torch.sigmoid(xc)).to(x.dtype)", "return torch.nn.functional.silu(x)")],
+        mistake_zh="调用 F.silu",
     ),
     Mutant(
         "cross_entropy",
         "mean_over_all_rows",
         "divides by N instead of the number of kept rows",
         [("return losses.sum() / keep.sum()", "return losses.sum() / targets.numel()")],
+        mistake_zh="除以 N 而不是保留的行数",
     ),
     Mutant(
         "cross_entropy",
@@ -82,6 +92,7 @@ MUTANTS = [
                 "safe_targets = targets % z.shape[1]",
             ),
         ],
+        mistake_zh="忽略了 ignore_index：-100 经高级索引绕回到第 V - 100 列",
     ),
     Mutant(
         "cross_entropy",
@@ -93,18 +104,21 @@ MUTANTS = [
                 "log_norm = z.exp().sum(dim=-1).log()",
             )
         ],
+        mistake_zh="直接计算 log(sum(exp(z)))（logits 大时溢出）",
     ),
     Mutant(
         "cross_entropy",
         "hard_coded_minus_100",
         "compares with -100 instead of the ignore_index argument",
         [("keep = targets != ignore_index", "keep = targets != -100")],
+        mistake_zh="与写死的 -100 比较，而不是 ignore_index 参数",
     ),
     Mutant(
         "cross_entropy",
         "all_ignored_returns_zero",
         "guards the division so an all-ignored batch gives 0 instead of nan",
         [("return losses.sum() / keep.sum()", "return losses.sum() / keep.sum().clamp_min(1)")],
+        mistake_zh="给除法加保护，全部被忽略的批返回 0 而不是 nan",
     ),
     Mutant(
         "sgd_optimizer",
@@ -116,12 +130,14 @@ MUTANTS = [
                 'buf = state["momentum_buffer"] = g.clone() * (1 - tau)',
             )
         ],
+        mistake_zh="第一步也做了阻尼：buf = (1 - dampening) * g",
     ),
     Mutant(
         "sgd_optimizer",
         "nesterov_as_plain",
         "ignores Nesterov: uses the buffer as the update",
         [('g = g.add(buf, alpha=mu) if group["nesterov"] else buf', "g = buf")],
+        mistake_zh="忽略 Nesterov：直接用动量缓冲作为更新量",
     ),
     Mutant(
         "sgd_optimizer",
@@ -131,6 +147,7 @@ MUTANTS = [
             ('g = g.add(p, alpha=group["weight_decay"])', "pass"),
             ("p.add_(g, alpha=-lr)", 'p.add_(g.add(p, alpha=group["weight_decay"]), alpha=-lr)'),
         ],
+        mistake_zh="在动量更新之后才加权重衰减（它不再经过缓冲）",
     ),
     Mutant(
         "sgd_optimizer",
@@ -142,6 +159,7 @@ MUTANTS = [
                 'lr, mu, tau = self.defaults["lr"], self.defaults["momentum"], group["dampening"]',
             )
         ],
+        mistake_zh="从 self.defaults 而不是参数所在的组读取 lr 和 momentum",
     ),
     Mutant(
         "sgd_optimizer",
@@ -153,6 +171,7 @@ MUTANTS = [
                 "                state = self.__dict__.setdefault('_buffers', {}).setdefault(p, {})\n",
             ),
         ],
+        mistake_zh="把动量缓冲放在私有 dict 里，state_dict() 和 load_state_dict() 都带不上它",
     ),
     Mutant(
         "sgd_optimizer",
@@ -174,5 +193,6 @@ MUTANTS = [
         "no_nesterov_validation",
         "accepts Nesterov without momentum",
         [("        if nesterov and (momentum <= 0 or dampening != 0):", "        if False:")],
+        mistake_zh="接受没有动量的 Nesterov",
     ),
 ]

@@ -13,6 +13,7 @@ MUTANTS = [
                 "young = math.sqrt(checkpoint_seconds * mtbf_seconds)",
             )
         ],
+        mistake_zh="sqrt(delta * M)：忘了一次故障平均损失半个区间",
     ),
     Mutant(
         "checkpoint_interval",
@@ -24,6 +25,7 @@ MUTANTS = [
                 "young = math.sqrt(2 * checkpoint_seconds / mtbf_seconds)",
             )
         ],
+        mistake_zh="sqrt(2 * delta / M)：故障越少，间隔反而越短",
     ),
     Mutant(
         "checkpoint_interval",
@@ -35,12 +37,14 @@ MUTANTS = [
                 "return young * (1 + math.sqrt(ratio) / 3 + ratio / 9)",
             )
         ],
+        mistake_zh="Daly 公式的括号后漏了 - delta",
     ),
     Mutant(
         "checkpoint_interval",
         "daly_without_cap",
         "no cap at M when delta >= 2M",
         [("if checkpoint_seconds >= 2 * mtbf_seconds:", "if checkpoint_seconds >= 2 * mtbf_seconds and False:")],
+        mistake_zh="delta >= 2M 时没有把间隔封顶为 M",
     ),
     Mutant(
         "expected_goodput",
@@ -52,6 +56,7 @@ MUTANTS = [
                 "wall = mtbf_seconds * math.expm1(segment / mtbf_seconds) + restart_seconds",
             )
         ],
+        mistake_zh="每次故障加上重启时间，而不是乘因子 exp(R/M)：好像重启永远不会失败",
     ),
     Mutant(
         "expected_goodput",
@@ -64,12 +69,14 @@ MUTANTS = [
                 " + checkpoint_seconds",
             )
         ],
+        mistake_zh="只要求 tau 挺过故障：检查点写入是事后加上的，毫无风险",
     ),
     Mutant(
         "expected_goodput",
         "exp_minus_one",
         "math.exp(x) - 1 instead of math.expm1(x): digits lost when failures are rare",
         [("math.expm1(segment / mtbf_seconds)", "(math.exp(segment / mtbf_seconds) - 1)")],
+        mistake_zh="用 math.exp(x) - 1 而不是 math.expm1(x)：故障罕见时丢失有效数字",
     ),
     Mutant(
         "save_checkpoint",
@@ -81,12 +88,14 @@ MUTANTS = [
                 "handle, temporary = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), path",
             )
         ],
+        mistake_zh="直接写入 path：写到一半崩溃会留下截断的检查点",
     ),
     Mutant(
         "save_checkpoint",
         "temporary_in_tmp",
         "makes the temporary file in the system temp directory (maybe another filesystem: rename not atomic)",
         [("tempfile.mkstemp(dir=directory,", "tempfile.mkstemp(dir=tempfile.gettempdir(),")],
+        mistake_zh="临时文件建在系统临时目录（可能在另一个文件系统上：rename 不是原子的）",
     ),
     Mutant(
         "save_checkpoint",
@@ -106,11 +115,13 @@ MUTANTS = [
                 "    if not os.path.exists(path):\n        return None",
             )
         ],
+        mistake_zh="path + '.tmp' 存在时就加载它，好像它更新",
     ),
     Mutant(
         "save_checkpoint",
         "missing_is_error",
         "raises FileNotFoundError when there is no checkpoint yet instead of returning None",
         [("    if not os.path.exists(path):\n        return None\n", "")],
+        mistake_zh="还没有检查点时抛出 FileNotFoundError，而不是返回 None",
     ),
 ]

@@ -8,12 +8,14 @@ MUTANTS = [
         "q_max_power_of_two",
         "q_max = 2**(bits-1) (128 for INT8): the absmax maps to a code that does not exist",
         [("q_max = 2 ** (bits - 1) - 1", "q_max = 2 ** (bits - 1)")],
+        mistake_zh="q_max = 2**(bits-1)（INT8 为 128）：absmax 被映射到一个不存在的码字",
     ),
     Mutant(
         "absmax_fake_quantize",
         "truncates",
         "truncates toward zero instead of rounding to nearest",
         [("torch.round(blocks / scale)", "torch.trunc(blocks / scale)")],
+        mistake_zh="向零截断而不是就近舍入",
     ),
     Mutant(
         "absmax_fake_quantize",
@@ -31,6 +33,7 @@ MUTANTS = [
             ),
             ("return w_hat, scale  # (out, 1)", "return w_hat, scale[:rows]"),
         ],
+        mistake_zh="按通道量化时沿输出行取 absmax（每个输入列一个 scale）",
     ),
     Mutant(
         "absmax_fake_quantize",
@@ -47,6 +50,7 @@ MUTANTS = [
                 "else (q * scale).reshape(rows, cols)).to(w.dtype)",
             ),
         ],
+        mistake_zh="分组取一列中相邻的行，而不是一行中相邻的输入",
     ),
     Mutant(
         "absmax_fake_quantize",
@@ -58,24 +62,28 @@ MUTANTS = [
                 "scale = absmax / q_max",
             )
         ],
+        mistake_zh="除以为零的 absmax：全零的组得到 NaN",
     ),
     Mutant(
         "absmax_fake_quantize",
         "returns_float32",
         "returns w_hat in float32 whatever w's dtype",
         [("w_hat = (q * scale).reshape(rows, cols).to(w.dtype)", "w_hat = (q * scale).reshape(rows, cols)")],
+        mistake_zh="不管 w 是什么数据类型都返回 float32 的 w_hat",
     ),
     Mutant(
         "gaussian_quantizer_mse",
         "mid_tread_intervals",
         "2**bits - 1 intervals instead of 2**bits levels",
         [("step = 2 * clip / 2**bits", "step = 2 * clip / (2**bits - 1)")],
+        mistake_zh="用 2**bits - 1 个区间而不是 2**bits 个量化级",
     ),
     Mutant(
         "gaussian_quantizer_mse",
         "granular_everywhere",
         "counts rounding noise for clipped samples too (no P(|X| <= clip))",
         [("granular = step**2 / 12 * inside", "granular = step**2 / 12")],
+        mistake_zh="被截断的样本也计入舍入噪声（漏了 P(|X| <= clip)）",
     ),
     Mutant(
         "gaussian_quantizer_mse",
@@ -87,17 +95,20 @@ MUTANTS = [
                 "clipping = (1 + outer**2) * tail + (clip - 2 * outer) * density",
             )
         ],
+        mistake_zh="只加了一侧尾部的截断误差",
     ),
     Mutant(
         "gaussian_quantizer_mse",
         "clipped_to_clip",
         "clipped samples land on clip, not on the outermost level clip - step / 2",
         [("outer = clip - step / 2", "outer = clip")],
+        mistake_zh="被截断的样本落在 clip 上，而不是最外层的量化级 clip - step / 2",
     ),
     Mutant(
         "gaussian_quantizer_mse",
         "no_plus_one",
         "forgets the Q(clip) term of the second moment: outer**2 * Q instead of (1 + outer**2) * Q",
         [("(1 + outer**2) * tail", "outer**2 * tail")],
+        mistake_zh="二阶矩漏了 Q(clip) 项：outer**2 * Q 而不是 (1 + outer**2) * Q",
     ),
 ]

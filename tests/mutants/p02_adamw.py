@@ -11,6 +11,7 @@ MUTANTS = [
             ("bias_correction1 = 1 - beta1**step", "bias_correction1 = 1"),
             ("bias_correction2 = 1 - beta2**step", "bias_correction2 = 1"),
         ],
+        mistake_zh="用未做偏差修正的原始矩估计除以 sqrt(v) + eps",
     ),
     Mutant(
         "adamw_step",
@@ -22,6 +23,7 @@ MUTANTS = [
                 "denom = (second_moment / bias_correction2 + eps).sqrt()",
             )
         ],
+        mistake_zh="把 eps 放进根号里：sqrt(v_hat + eps)",
     ),
     Mutant(
         "adamw_step",
@@ -33,6 +35,7 @@ MUTANTS = [
                 "denom = (second_moment.sqrt() + eps) / math.sqrt(bias_correction2)",
             )
         ],
+        mistake_zh="先给 sqrt(v) 加 eps，再除以 sqrt(1 - beta2^t)",
     ),
     Mutant(
         "adamw_step",
@@ -44,12 +47,14 @@ MUTANTS = [
                 "grad = grad + weight_decay * param",
             )
         ],
+        mistake_zh="把 weight_decay * param 加到梯度上（Adam + L2），而不是解耦的权重衰减",
     ),
     Mutant(
         "adamw_step",
         "decay_without_lr",
         "shrinks by (1 - weight_decay), forgetting that torch scales the decay by the learning rate",
         [("param.mul_(1 - lr * weight_decay)", "param.mul_(1 - weight_decay)")],
+        mistake_zh="按 (1 - weight_decay) 收缩，忘了 torch 会用学习率缩放衰减",
     ),
     Mutant(
         "adamw_step",
@@ -62,18 +67,21 @@ MUTANTS = [
                 "param.addcdiv_(exp_avg, denom, value=-lr / bias_correction1)\n    param.mul_(1 - lr * weight_decay)",
             ),
         ],
+        mistake_zh="在 Adam 更新之后才做衰减，而不是作用在旧权重上",
     ),
     Mutant(
         "adamw_step",
         "no_sqrt_on_bias_correction2",
         "divides sqrt(v) by 1 - beta2^t instead of by its square root",
         [("second_moment.sqrt() / math.sqrt(bias_correction2)", "second_moment.sqrt() / bias_correction2")],
+        mistake_zh="sqrt(v) 除以 1 - beta2^t，而不是它的平方根",
     ),
     Mutant(
         "adamw_step",
         "amsgrad_max_unused",
         "updates the AMSGrad maximum but still divides by sqrt(v)",
         [("second_moment = max_exp_avg_sq", "pass")],
+        mistake_zh="更新了 AMSGrad 的最大值，却仍然除以 sqrt(v)",
     ),
     Mutant(
         "adamw_optimizer",
@@ -85,6 +93,7 @@ MUTANTS = [
                 'p.mul_(1 - group["lr"] * group["weight_decay"])\n                    continue  #',
             )
         ],
+        mistake_zh="给每个参数都做权重衰减，包括这一步没有梯度的参数",
     ),
     Mutant(
         "adamw_optimizer",
@@ -94,6 +103,7 @@ MUTANTS = [
             ('lr=group["lr"]', 'lr=self.defaults["lr"]'),
             ('weight_decay=group["weight_decay"]', 'weight_decay=self.defaults["weight_decay"]'),
         ],
+        mistake_zh="从 self.defaults 而不是参数所在的组读取 weight_decay 和 lr",
     ),
     Mutant(
         "adamw_optimizer",
@@ -103,30 +113,35 @@ MUTANTS = [
             ('state["step"] = torch.tensor(0.0)', 'state["step"] = 0'),
             ('int(state["step"].item())', 'int(state["step"])'),
         ],
+        mistake_zh="把 state['step'] 存成 Python int（而不是 torch 的 float32 标量张量）",
     ),
     Mutant(
         "adamw_optimizer",
         "amsgrad_state_not_passed",
         "creates the AMSGrad state but never passes it to the update",
         [('max_exp_avg_sq=state.get("max_exp_avg_sq")', "max_exp_avg_sq=None")],
+        mistake_zh="创建了 AMSGrad 状态，却从没把它传给更新函数",
     ),
     Mutant(
         "weight_decay_param_groups",
         "name_rule_bias_only",
         "exempts parameters named '*bias' only, so LayerNorm/RMSNorm gains and scalar gates are decayed",
         [("(decay if p.dim() >= 2 else no_decay)", '(decay if not _name.endswith("bias") else no_decay)')],
+        mistake_zh="只豁免名为 '*bias' 的参数，LayerNorm/RMSNorm 的增益和标量门控也被衰减了",
     ),
     Mutant(
         "weight_decay_param_groups",
         "dim_greater_than_two",
         "decays only parameters with more than 2 dimensions: no linear layer or embedding is decayed",
         [("p.dim() >= 2", "p.dim() > 2")],
+        mistake_zh="只衰减维数大于 2 的参数：线性层和嵌入都没有被衰减",
     ),
     Mutant(
         "weight_decay_param_groups",
         "frozen_included",
         "puts frozen (requires_grad=False) parameters into the groups",
         [("if not p.requires_grad:", "if False:")],
+        mistake_zh="把冻结的（requires_grad=False）参数也放进了分组",
     ),
     Mutant(
         "adamw_step",
@@ -139,6 +154,7 @@ MUTANTS = [
             ),
             ("second_moment = max_exp_avg_sq", "second_moment = max_exp_avg_sq * bias_correction2"),
         ],
+        mistake_zh="AMSGrad 取偏差修正后 v_hat 的最大值，而不是原始 v 的（torch 对原始 v 取最大）",
     ),
     Mutant(
         "adamw_optimizer",
@@ -151,6 +167,7 @@ MUTANTS = [
                 "super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad)",
             ),
         ],
+        mistake_zh="继承 torch.optim.AdamW，运行的是它的机制而不是你写的",
     ),
     Mutant(
         "adamw_step",
@@ -167,6 +184,7 @@ MUTANTS = [
                 "    return",
             )
         ],
+        mistake_zh="调用 PyTorch 的函数式 AdamW 做更新",
     ),
     Mutant(
         "adamw_step",

@@ -8,24 +8,28 @@ MUTANTS = [
         "no_shift",
         "scores each position's own token instead of the next one",
         [("targets = input_ids[:, 1:].unsqueeze(-1)", "targets = input_ids[:, :-1].unsqueeze(-1)")],
+        mistake_zh="给每个位置自己的 token 打分，而不是下一个 token",
     ),
     Mutant(
         "sequence_logprobs",
         "mask_not_shifted",
         "shifts the tokens but not the completion mask (the first completion token is lost, one padding token scored)",
         [("mask = completion_mask[:, 1:].bool()", "mask = completion_mask[:, :-1].bool()")],
+        mistake_zh="错开了 token 却没错开补全掩码（丢了第一个补全 token，多算了一个 padding token）",
     ),
     Mutant(
         "sequence_logprobs",
         "prompt_scored",
         "sums over every token, prompt and padding included",
         [("mask = completion_mask[:, 1:].bool()", "mask = torch.ones_like(completion_mask[:, 1:]).bool()")],
+        mistake_zh="对每个 token 求和，包括提示和 padding",
     ),
     Mutant(
         "sequence_logprobs",
         "mean_over_all_positions",
         "takes the mean over all T-1 positions instead of the sum",
         [("total = token_logps.sum(dim=-1)", "total = token_logps.mean(dim=-1)")],
+        mistake_zh="对全部 T-1 个位置取平均而不是求和",
     ),
     Mutant(
         "sequence_logprobs",
@@ -37,6 +41,7 @@ MUTANTS = [
                 "logprobs = torch.softmax(logits[:, :-1].to(compute_dtype), dim=-1).log()",
             )
         ],
+        mistake_zh="计算 log(softmax(x))，对不太可能的 token 下溢为 -inf",
     ),
     Mutant(
         "sequence_logprobs",
@@ -48,6 +53,7 @@ MUTANTS = [
                 "token_logps = token_logps * mask",
             )
         ],
+        mistake_zh="乘以掩码而不是选择：padding 处的 NaN logits 得到 NaN",
     ),
     Mutant(
         "sequence_logprobs",
@@ -59,6 +65,7 @@ MUTANTS = [
                 "compute_dtype = logits.dtype",
             )
         ],
+        mistake_zh="在 logits 的数据类型下计算（bf16/fp16 的对数概率）",
     ),
     Mutant(
         "sequence_logprobs",
@@ -70,18 +77,21 @@ MUTANTS = [
                 "token_logps = -F.cross_entropy(logprobs.transpose(1, 2), targets.squeeze(-1), reduction='none')",
             )
         ],
+        mistake_zh="用了本课禁止的参考实现 F.cross_entropy(reduction='none')",
     ),
     Mutant(
         "preference_loss",
         "margin_flipped",
         "takes rejected minus chosen: trains towards the rejected answers",
         [("delta = chosen_logratios - rejected_logratios", "delta = rejected_logratios - chosen_logratios")],
+        mistake_zh="取 rejected 减 chosen：朝被拒绝的答案训练",
     ),
     Mutant(
         "preference_loss",
         "no_beta",
         "forgets beta inside the sigmoid",
         [("-(1 - label_smoothing) * F.logsigmoid(beta * delta)", "-(1 - label_smoothing) * F.logsigmoid(delta)")],
+        mistake_zh="sigmoid 里忘了 beta",
     ),
     Mutant(
         "preference_loss",
@@ -93,6 +103,7 @@ MUTANTS = [
                 "-(1 - label_smoothing) * torch.log(torch.sigmoid(beta * delta))",
             )
         ],
+        mistake_zh="计算 -log(sigmoid(z))，sigmoid 下溢后就是 inf",
     ),
     Mutant(
         "preference_loss",
@@ -104,12 +115,14 @@ MUTANTS = [
                 "+ label_smoothing * F.logsigmoid(-beta * delta)",
             )
         ],
+        mistake_zh="翻转标签那一项的符号写反了",
     ),
     Mutant(
         "preference_loss",
         "ipo_target_one_over_beta",
         "regresses IPO's margin to 1/beta instead of 1/(2 beta)",
         [("losses = (delta - 1 / (2 * beta)) ** 2", "losses = (delta - 1 / beta) ** 2")],
+        mistake_zh="IPO 的间隔回归到 1/beta 而不是 1/(2 beta)",
     ),
     Mutant(
         "preference_loss",
@@ -119,6 +132,7 @@ MUTANTS = [
             ("chosen_rewards = beta * chosen_logratios.detach()", "chosen_rewards = beta * chosen_logratios"),
             ("rejected_rewards = beta * rejected_logratios.detach()", "rejected_rewards = beta * rejected_logratios"),
         ],
+        mistake_zh="返回的奖励带着计算图",
     ),
     Mutant(
         "preference_loss",
@@ -128,12 +142,14 @@ MUTANTS = [
             ("chosen_rewards = beta * chosen_logratios.detach()", "chosen_rewards = chosen_logratios.detach()"),
             ("rejected_rewards = beta * rejected_logratios.detach()", "rejected_rewards = rejected_logratios.detach()"),
         ],
+        mistake_zh="把原始的对数比值当作奖励报告",
     ),
     Mutant(
         "dpo_batch_loss",
         "reference_with_grad",
         "runs the reference model with autograd on",
         [("with torch.no_grad():", "if True:")],
+        mistake_zh="参考模型在开启 autograd 的情况下运行",
     ),
     Mutant(
         "dpo_batch_loss",
@@ -159,12 +175,14 @@ MUTANTS = [
                 "policy_rejected, policy_chosen = policy_logps.chunk(2)",
             )
         ],
+        mistake_zh="策略的行按 [rejected; chosen] 切分，参考模型的却按 [chosen; rejected]",
     ),
     Mutant(
         "dpo_batch_loss",
         "ipo_on_sums",
         "feeds IPO summed log-probs instead of TRL's per-token means",
         [('average = loss_type == "ipo"', "average = False")],
+        mistake_zh="给 IPO 喂求和的对数概率，而不是 TRL 的逐 token 平均",
     ),
     Mutant(
         "dpo_batch_loss",
@@ -176,11 +194,13 @@ MUTANTS = [
                 '"rewards/accuracies": (chosen_rewards >= rejected_rewards).float().mean().item()',
             )
         ],
+        mistake_zh="把平局算作偏好正确",
     ),
     Mutant(
         "dpo_batch_loss",
         "sum_over_pairs",
         "returns the sum of the per-pair losses instead of the mean",
         [("return losses.mean(), metrics", "return losses.sum(), metrics")],
+        mistake_zh="返回各对损失之和而不是平均",
     ),
 ]

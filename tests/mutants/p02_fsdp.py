@@ -14,12 +14,14 @@ MUTANTS = [
                 "padded[rank * numel // world_size : rank * numel // world_size + shard_size].clone()",
             )
         ],
+        mistake_zh="rank r 的分片从 floor(r * N / p) 开始，而不是 r * S",
     ),
     Mutant(
         "flat_shard",
         "floor_shard_size",
         "S = N // p: the last N % p elements belong to nobody",
         [("shard_size = -(-numel // world_size)", "shard_size = numel // world_size")],
+        mistake_zh="S = N // p：最后 N % p 个元素不属于任何人",
     ),
     Mutant(
         "flat_shard",
@@ -31,6 +33,7 @@ MUTANTS = [
                 "torch.cat([flat.new_zeros(world_size * shard_size - numel), flat])",
             )
         ],
+        mistake_zh="把零补在参数之前，每个 rank 的偏移都移动了",
     ),
     Mutant(
         "flat_shard",
@@ -42,12 +45,14 @@ MUTANTS = [
                 "padded[rank * shard_size : (rank + 1) * shard_size]",
             )
         ],
+        mistake_zh="返回填充缓冲区的切片：每个 rank 都让全部 p*S 个元素继续存活",
     ),
     Mutant(
         "flat_shard",
         "unflatten_copies",
         "clones the buffer before splitting: the parameters are copies, not views of the gathered buffer",
         [("pieces = flat[: sum(sizes)].split(sizes)", "pieces = flat[: sum(sizes)].clone().split(sizes)")],
+        mistake_zh="切分前先 clone 了缓冲区：参数是副本，而不是收集来的缓冲区的视图",
     ),
     # ------------------------------------------------------------------ all_gather_shard
     Mutant(
@@ -60,6 +65,7 @@ MUTANTS = [
                 "return grad_shard.to(ctx.shard_dtype), None, None",
             )
         ],
+        mistake_zh="返回各 rank 梯度之和：是平均损失梯度的 p 倍",
     ),
     Mutant(
         "all_gather_shard",
@@ -69,6 +75,7 @@ MUTANTS = [
             ("grad_full = grad_full.to(torch.float32).contiguous()", "grad_full = grad_full.contiguous()"),
             ("dtype=torch.float32, device=grad_full.device", "dtype=grad_full.dtype, device=grad_full.device"),
         ],
+        mistake_zh="对 bf16/fp16 梯度做 reduce-scatter，再把结果升精度",
     ),
     Mutant(
         "all_gather_shard",
@@ -84,6 +91,7 @@ MUTANTS = [
                 "all_gather_single(full, shard.detach().contiguous(), group=group)\n        full = full.to(compute_dtype)",
             ),
         ],
+        mistake_zh="all-gather fp32 的分片再转换结果：网络上和显存里的字节都翻倍",
     ),
     Mutant(
         "all_gather_shard",
@@ -97,6 +105,7 @@ MUTANTS = [
                 "        grad_shard = grad_full[rank * size : (rank + 1) * size]",
             )
         ],
+        mistake_zh="对整个梯度做 all-reduce 再取自己的切片（all-reduce 等于 reduce-scatter 加 all-gather）",
     ),
     Mutant(
         "all_gather_shard",
@@ -112,12 +121,14 @@ MUTANTS = [
                 "reduce_scatter_single(grad_shard, grad_full)",
             ),
         ],
+        mistake_zh="集合通信忘了传 group=：不管单元拿到的是哪个组，都在整个 world 上运行",
     ),
     Mutant(
         "all_gather_shard",
         "no_shape_validation",
         "accepts a 2-D shard (and flattens it silently)",
         [("if shard.dim() != 1:", "if False:")],
+        mistake_zh="接受二维分片（并默默展平）",
     ),
     # ------------------------------------------------------------------ fsdp_unit
     Mutant(
@@ -125,6 +136,7 @@ MUTANTS = [
         "kept_for_backward",
         "no saved-tensor hooks: autograd keeps every unit's gathered buffer until backward",
         [("with torch.autograd.graph.saved_tensors_hooks(pack, self._unpack):", "if True:")],
+        mistake_zh="没有 saved-tensor hook：autograd 把每个单元收集来的缓冲区一直留到反向",
     ),
     Mutant(
         "fsdp_unit",
@@ -136,6 +148,7 @@ MUTANTS = [
                 "gathered = flat.untyped_storage().data_ptr()\n        self._flat = flat",
             )
         ],
+        mistake_zh="把收集来的缓冲区存在单元上，它永远不会被释放",
     ),
     Mutant(
         "fsdp_unit",
@@ -147,24 +160,28 @@ MUTANTS = [
                 "if any(t is v for v in params.values()):",
             )
         ],
+        mistake_zh="按对象身份识别保存的参数：autograd 保存的是视图（weight.t()），闭包持有这些视图",
     ),
     Mutant(
         "fsdp_unit",
         "regather_at_every_unpack",
         "all-gathers again for every saved tensor instead of once per backward of the unit",
         [("if self._regathered is None:  # the first saved parameter this backward needs", "if True:")],
+        mistake_zh="每个保存的张量都重新 all-gather 一次，而不是每个单元的反向只做一次",
     ),
     Mutant(
         "fsdp_unit",
         "regathered_never_freed",
         "never frees the buffer gathered for backward: the next step's backward uses stale weights",
         [("flat.register_hook(self._free_regathered)", "pass")],
+        mistake_zh="为反向收集的缓冲区从不释放：下一步的反向用的是过期的权重",
     ),
     Mutant(
         "fsdp_unit",
         "full_parameters_kept",
         "shards the parameters but leaves the full ones on the module",
         [("setattr(module.get_submodule(owner), leaf, None)", "pass")],
+        mistake_zh="切分了参数，却把完整的参数留在模块上",
     ),
     Mutant(
         "fsdp_unit",
@@ -176,6 +193,7 @@ MUTANTS = [
                 "args = tuple(args)",
             )
         ],
+        mistake_zh="bf16 参数作用在 fp32 输入上",
     ),
     Mutant(
         "fsdp_unit",
@@ -187,6 +205,7 @@ MUTANTS = [
                 "flatten_shard([p for _, p in named], 0, world_size)",
             )
         ],
+        mistake_zh="到处都按 rank 0 切分：每个 rank 持有（并更新）同一个切片",
     ),
     Mutant(
         "fsdp_unit",
@@ -198,12 +217,14 @@ MUTANTS = [
                 "rank, world_size = dist.get_rank(), dist.get_world_size()",
             )
         ],
+        mistake_zh="按 world 的 rank 和大小而不是组的来切分",
     ),
     Mutant(
         "fsdp_unit",
         "hook_always_registered",
         "registers the free hook even without a graph: torch.no_grad() inference raises",
         [("if flat.requires_grad:  # runs once", "if True:  # runs once")],
+        mistake_zh="没有计算图时也注册释放 hook：torch.no_grad() 推理会报错",
     ),
     # ------------------------------------------------------------------ full_state_dict
     Mutant(
@@ -211,24 +232,28 @@ MUTANTS = [
         "every_rank_returns_it",
         "returns the full model on every rank",
         [("if dist.get_rank(unit.group) == 0:", "if True:")],
+        mistake_zh="每个 rank 都返回完整模型",
     ),
     Mutant(
         "full_state_dict",
         "compute_dtype_copy",
         "gathers the bf16 compute copy instead of the fp32 master",
         [("master = unit.shard.detach()", "master = unit.shard.detach().to(unit.compute_dtype)")],
+        mistake_zh="收集的是 bf16 的计算副本，而不是 fp32 的主权重",
     ),
     Mutant(
         "full_state_dict",
         "views_not_copies",
         "returns views into the gathered buffer (on the CPU .to('cpu') copies nothing)",
         [('view.to("cpu", copy=True)', 'view.to("cpu")')],
+        mistake_zh="返回收集来的缓冲区的视图（在 CPU 上 .to('cpu') 什么都不复制）",
     ),
     Mutant(
         "full_state_dict",
         "wrapper_name_in_keys",
         "keeps the unit's own attribute in the keys: 1.module.fc1.weight",
         [('f"{prefix}.{name}" if prefix else name', 'f"{prefix}.module.{name}" if prefix else name')],
+        mistake_zh="键里保留了单元自己的属性名：1.module.fc1.weight",
     ),
     Mutant(
         "full_state_dict",
@@ -246,6 +271,7 @@ MUTANTS = [
                 '                state[f"{prefix}.{name}" if prefix else name] = view.to("cpu", copy=True)',
             )
         ],
+        mistake_zh="在 for 循环里复制出来：循环变量是一个视图，在收集下一个单元时让本单元的缓冲区继续存活",
     ),
     Mutant(
         "all_gather_shard",

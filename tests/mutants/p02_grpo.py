@@ -13,6 +13,7 @@ MUTANTS = [
                 "centred = centred / (grouped.std(dim=1, keepdim=True, unbiased=False) + 1e-4)",
             )
         ],
+        mistake_zh="除以总体标准差（G），而不是 TRL 用的无偏标准差（G - 1）",
     ),
     Mutant(
         "group_advantages",
@@ -24,12 +25,14 @@ MUTANTS = [
                 "centred = centred / grouped.std(dim=1, keepdim=True)",
             )
         ],
+        mistake_zh="直接除以标准差：全部相等的组得到 0/0 = NaN",
     ),
     Mutant(
         "group_advantages",
         "batch_mean",
         "subtracts the batch mean instead of each group's",
         [("centred = grouped - grouped.mean(dim=1, keepdim=True)", "centred = grouped - grouped.mean()")],
+        mistake_zh="减去整个批的均值，而不是各组的均值",
     ),
     Mutant(
         "group_advantages",
@@ -39,12 +42,14 @@ MUTANTS = [
             ("grouped = rewards.view(-1, group_size)", "grouped = rewards.view(group_size, -1).T"),
             ("return centred.reshape(-1)", "return centred.T.reshape(-1)"),
         ],
+        mistake_zh="按步长交错分组（view(G, -1)），而不是连续分组",
     ),
     Mutant(
         "group_advantages",
         "none_still_scales",
         "divides by the group std for scale='none' too",
         [('if scale == "group":', 'if scale in ("group", "none"):')],
+        mistake_zh="scale='none' 时也除以组标准差",
     ),
     Mutant(
         "clipped_token_loss",
@@ -65,12 +70,14 @@ MUTANTS = [
         "max_not_min",
         "takes the optimistic branch: -max(rho A, clip(rho) A)",
         [("loss = -torch.min(unclipped, clipped)", "loss = -torch.max(unclipped, clipped)")],
+        mistake_zh="取了乐观的分支：-max(rho A, clip(rho) A)",
     ),
     Mutant(
         "clipped_token_loss",
         "clip_without_min",
         "uses the clipped branch alone: no gradient outside the range on either side",
         [("loss = -torch.min(unclipped, clipped)", "loss = -clipped")],
+        mistake_zh="只用截断分支：范围两侧之外都没有梯度",
     ),
     Mutant(
         "clipped_token_loss",
@@ -82,18 +89,21 @@ MUTANTS = [
                 "clipped = torch.clamp(ratio, 1 - epsilon_low, 1 + epsilon_low) * adv",
             )
         ],
+        mistake_zh="忽略 epsilon_high（DAPO 的 clip-higher）",
     ),
     Mutant(
         "clipped_token_loss",
         "k3_inverted_ratio",
         "uses log(pi_theta / pi_ref) in k3: biased, its mean is not KL(pi || pi_ref)",
         [("log_u = ref_logps - logps", "log_u = logps - ref_logps")],
+        mistake_zh="k3 里用 log(pi_theta / pi_ref)：有偏，其均值不是 KL(pi ‖ pi_ref)",
     ),
     Mutant(
         "clipped_token_loss",
         "k3_without_minus_one",
         "drops the -1 of k3 (then it is neither >= 0 nor zero at pi = pi_ref)",
         [("loss = loss + beta * (torch.exp(log_u) - log_u - 1)", "loss = loss + beta * (torch.exp(log_u) - log_u)")],
+        mistake_zh="丢了 k3 的 -1（于是它既不 >= 0，在 pi = pi_ref 时也不为零）",
     ),
     Mutant(
         "clipped_token_loss",
@@ -105,6 +115,7 @@ MUTANTS = [
                 "loss = loss - beta * (torch.exp(log_u) - log_u - 1)",
             )
         ],
+        mistake_zh="从损失中减去 KL 项（奖励偏离参考模型）",
     ),
     Mutant(
         "aggregate_loss",
@@ -116,6 +127,7 @@ MUTANTS = [
                 "return masked.sum() / lengths.sum().clamp(min=1)",
             )
         ],
+        mistake_zh="GRPO 对所有 token 取平均（DAPO 的平均方式）",
     ),
     Mutant(
         "aggregate_loss",
@@ -127,6 +139,7 @@ MUTANTS = [
                 "return masked.sum() / lengths.sum().clamp(min=1)",
             )
         ],
+        mistake_zh="Dr. GRPO 的和除以 token 数，而不是常数 N * L_max",
     ),
     Mutant(
         "aggregate_loss",
@@ -138,6 +151,7 @@ MUTANTS = [
                 "masked = per_token_loss * mask",
             )
         ],
+        mistake_zh="乘以掩码：padding 中的 NaN 或 inf 漏进了损失",
     ),
     Mutant(
         "aggregate_loss",
@@ -149,5 +163,6 @@ MUTANTS = [
                 "return (masked.sum(dim=1) / per_token_loss.shape[1]).mean()",
             )
         ],
+        mistake_zh="每个补全除以填充后的长度 T，而不是它自己的长度",
     ),
 ]

@@ -13,6 +13,7 @@ MUTANTS = [
                 "deltas = rewards + gamma * values[..., 1:] - values[..., :-1]",
             )
         ],
+        mistake_zh="回合结束处的 delta 里仍保留 gamma * V_{t+1}",
     ),
     Mutant(
         "gae",
@@ -24,6 +25,7 @@ MUTANTS = [
                 "running = deltas[..., t] + gamma * lam * running",
             )
         ],
+        mistake_zh="让 A_{t+1} 越过回合结束传递（递推里没有 (1 - d_t)）",
     ),
     Mutant(
         "gae",
@@ -35,6 +37,7 @@ MUTANTS = [
                 "running = deltas[..., t] + gamma * not_done[..., t] * running",
             )
         ],
+        mistake_zh="传递的优势只按 gamma 折扣",
     ),
     Mutant(
         "gae",
@@ -46,12 +49,14 @@ MUTANTS = [
                 "values = values.to(rewards.dtype)",
             )
         ],
+        mistake_zh="不 detach 价值：梯度经由优势回传",
     ),
     Mutant(
         "gae",
         "left_to_right",
         "runs the recursion forwards in time",
         [("for t in reversed(range(steps)):", "for t in range(steps):")],
+        mistake_zh="递推按时间正向进行",
     ),
     Mutant(
         "ppo_policy_loss",
@@ -65,6 +70,7 @@ MUTANTS = [
         "max_instead_of_min",
         "takes the optimistic max of the two surrogates",
         [("per_token = -torch.min(unclipped, clipped)", "per_token = -torch.max(unclipped, clipped)")],
+        mistake_zh="取两个代理目标中乐观的 max",
     ),
     Mutant(
         "ppo_policy_loss",
@@ -76,12 +82,14 @@ MUTANTS = [
                 "clipped = ratio * torch.clamp(advantages, -clip_eps, clip_eps)",
             )
         ],
+        mistake_zh="截断的是优势而不是比率",
     ),
     Mutant(
         "ppo_policy_loss",
         "padding_in_mean",
         "averages the token losses over every position, padding included",
         [("loss = (per_token * valid).sum() / valid.sum()", "loss = (per_token * valid).mean()")],
+        mistake_zh="对所有位置（含 padding）的 token 损失取平均",
     ),
     Mutant(
         "ppo_policy_loss",
@@ -93,6 +101,7 @@ MUTANTS = [
                 "loss = (per_token * valid).sum() / valid.sum()",
             )
         ],
+        mistake_zh="reduction='sequence' 时返回 token 平均",
     ),
     Mutant(
         "ppo_policy_loss",
@@ -104,6 +113,7 @@ MUTANTS = [
                 "clip_fraction = ((ratio - 1).abs() > clip_eps).to(valid.dtype).mean()",
             )
         ],
+        mistake_zh="被截断 token 的比例按所有位置统计",
     ),
     Mutant(
         "ppo_value_loss",
@@ -115,6 +125,7 @@ MUTANTS = [
                 "clipped_values = values + torch.clamp(values - old_values, -clip_eps, clip_eps) * 0",
             )
         ],
+        mistake_zh="围绕新的价值截断（等于没做），而不是旧的价值",
     ),
     Mutant(
         "ppo_value_loss",
@@ -126,30 +137,35 @@ MUTANTS = [
                 "squared = torch.min((values - returns) ** 2, (clipped_values - returns) ** 2)",
             )
         ],
+        mistake_zh="取两个平方误差中较小的那个",
     ),
     Mutant(
         "ppo_value_loss",
         "no_half",
         "forgets the factor 1/2",
         [("return 0.5 * (squared * valid).sum() / valid.sum()", "return (squared * valid).sum() / valid.sum()")],
+        mistake_zh="忘了因子 1/2",
     ),
     Mutant(
         "kl",
         "k1_sign_flipped",
         "uses log r itself as k1 (the reverse sign)",
         [("k1 = -log_ratio", "k1 = log_ratio")],
+        mistake_zh="直接用 log r 作为 k1（符号反了）",
     ),
     Mutant(
         "kl",
         "k3_without_log_term",
         "writes k3 as r - 1 (unbiased for 0, not for KL)",
         [("k3 = torch.expm1(log_ratio) - log_ratio", "k3 = torch.expm1(log_ratio)")],
+        mistake_zh="把 k3 写成 r - 1（对 0 无偏，对 KL 不是）",
     ),
     Mutant(
         "kl",
         "ratio_inverted",
         "takes log r = logp - ref (the KL in the other direction for k3)",
         [("log_ratio = ref_logprobs - logprobs", "log_ratio = logprobs - ref_logprobs")],
+        mistake_zh="取 log r = logp - ref（k3 成了另一个方向的 KL）",
     ),
     Mutant(
         "kl",
@@ -161,11 +177,13 @@ MUTANTS = [
                 "last = torch.full((real.shape[0],), real.shape[1] - 1)",
             )
         ],
+        mistake_zh="把分数加在最后一列，右填充的行那是 padding token",
     ),
     Mutant(
         "kl",
         "penalty_on_padding",
         "puts the KL penalty on padding tokens too",
         [("rewards = torch.where(real, -beta * k1, torch.zeros_like(k1))", "rewards = -beta * k1")],
+        mistake_zh="padding token 上也加了 KL 惩罚",
     ),
 ]

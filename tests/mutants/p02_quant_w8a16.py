@@ -8,12 +8,14 @@ MUTANTS = [
         "unsigned_qmax_for_signed",
         "uses qmax = 2**bits - 1 for signed symmetric codes (half the scale, the top half clamped)",
         [("qmax = 2 ** (bits - 1) - 1", "qmax = 2**bits - 1")],
+        mistake_zh="有符号对称码用了 qmax = 2**bits - 1（scale 减半，上半部分被截断）",
     ),
     Mutant(
         "quantize",
         "truncates",
         "truncates w / scale towards zero instead of rounding to nearest",
         [("torch.clamp(torch.round(groups / scale), -qmax, qmax)", "torch.clamp(groups / scale, -qmax, qmax)")],
+        mistake_zh="w / scale 向零截断，而不是就近舍入",
     ),
     Mutant(
         "quantize",
@@ -23,6 +25,7 @@ MUTANTS = [
             ("lo = groups.amin(dim=-1, keepdim=True).clamp(max=0.0)", "lo = groups.amin(dim=-1, keepdim=True)"),
             ("hi = groups.amax(dim=-1, keepdim=True).clamp(min=0.0)", "hi = groups.amax(dim=-1, keepdim=True)"),
         ],
+        mistake_zh="非对称范围 [min, max] 不包含 0（w = 0 不再精确，零点被截断）",
     ),
     Mutant(
         "quantize",
@@ -31,6 +34,7 @@ MUTANTS = [
         [
             ("groups = w.float().reshape(N, K // G, G)  # (N, K/G, G)", "groups = w.float().T.reshape(N, K // G, G)"),
         ],
+        mistake_zh="从转置的权重分组（同一列中相邻的 G 行）",
     ),
     Mutant(
         "quantize",
@@ -45,12 +49,14 @@ MUTANTS = [
                 "        q = torch.round(fake / flat_scale[:, None]).reshape(groups.shape).to(torch.int8)",
             )
         ],
+        mistake_zh="用 torch.fake_quantize_per_channel_affine 舍入对称码",
     ),
     Mutant(
         "quantize",
         "dequantize_forgets_zero",
         "dequantize_weight multiplies the unsigned codes by the scale without subtracting the zero point",
         [("groups = groups - zero.float().unsqueeze(-1)", "groups = groups")],
+        mistake_zh="dequantize_weight 把无符号码乘以 scale，没有减去零点",
     ),
     Mutant(
         "quantize",
@@ -62,18 +68,21 @@ MUTANTS = [
                 "return groups.reshape(N, K) * scale.float().repeat(1, G)",
             )
         ],
+        mistake_zh="用 repeat（s0 s1 s0 s1 ...）而不是 repeat_interleave 展开组 scale",
     ),
     Mutant(
         "pack_int4",
         "nibbles_swapped",
         "puts the even column in the high nibble and the odd one in the low nibble",
         [("return low | (high << 4)", "return high | (low << 4)")],
+        mistake_zh="偶数列放在高 4 位，奇数列放在低 4 位",
     ),
     Mutant(
         "pack_int4",
         "no_sign_extension",
         "unpacks nibbles as unsigned 0..15 (-1 comes back as 15)",
         [("return torch.where(nibbles >= 8, nibbles - 16, nibbles)  # sign extension", "return nibbles")],
+        mistake_zh="把 4 位按无符号的 0..15 解包（-1 回来变成 15）",
     ),
     Mutant(
         "pack_int4",
@@ -85,12 +94,14 @@ MUTANTS = [
                 "nibbles = q.to(torch.uint8)",
             )
         ],
+        mistake_zh="打包原始的 int8 比特却没有只保留低 4 位（负码溢出到高 4 位）",
     ),
     Mutant(
         "pack_int4",
         "no_range_check",
         "accepts codes outside [-8, 7] and silently wraps them",
         [("if q.numel() and (int(q.min()) < -8 or int(q.max()) > 7):", "if False:")],
+        mistake_zh="接受 [-8, 7] 之外的码并默默回绕",
     ),
     Mutant(
         "quant_linear",
@@ -103,6 +114,7 @@ MUTANTS = [
                 '        self.register_buffer("weight", linear.weight.detach().clone())',
             )
         ],
+        mistake_zh="在码旁边还把浮点权重存成 buffer（没有省下显存）",
     ),
     Mutant(
         "quant_linear",
@@ -114,6 +126,7 @@ MUTANTS = [
                 "return F.linear(x, self.dequantized_weight(x.dtype))",
             )
         ],
+        mistake_zh="forward 里忘了 bias",
     ),
     Mutant(
         "quant_linear",
@@ -125,6 +138,7 @@ MUTANTS = [
                 "return F.linear(x.float(), self.dequantized_weight(torch.float32), None if bias is None else bias.float())",
             )
         ],
+        mistake_zh="反量化到 float32，并对半精度激活返回 float32",
     ),
     Mutant(
         "quant_linear",
@@ -134,5 +148,6 @@ MUTANTS = [
             ('self.register_buffer("qweight", pack_int4(q) if bits == 4 else q)', 'self.register_buffer("qweight", q)'),
             ("q = unpack_int4(self.qweight) if self.bits == 4 else self.qweight", "q = self.qweight"),
         ],
+        mistake_zh="4 位码每个占一个 int8 字节存放，而不是打包",
     ),
 ]

@@ -8,6 +8,7 @@ MUTANTS = [
         "no_fp32_upcast",
         "squares in the input dtype: fp16 overflows once |x| > 256",
         [("torch.promote_types(x.dtype, torch.float32)  # fp16/bf16", "x.dtype  # fp16/bf16")],
+        mistake_zh="在输入的数据类型下求平方：|x| > 256 时 fp16 溢出",
     ),
     Mutant(
         "rms_norm",
@@ -19,6 +20,7 @@ MUTANTS = [
                 "(xc - xc.mean(dim=-1, keepdim=True)).pow(2).mean(dim=-1, keepdim=True)",
             )
         ],
+        mistake_zh="用方差（减了均值）代替平方的均值",
     ),
     Mutant(
         "rms_norm",
@@ -30,18 +32,21 @@ MUTANTS = [
                 "1 / (xc.pow(2).mean(dim=-1, keepdim=True).sqrt() + eps)",
             )
         ],
+        mistake_zh="在开方之后才加 eps",
     ),
     Mutant(
         "rms_norm",
         "mean_over_everything",
         "reduces over all elements instead of the last dimension",
         [("xc.pow(2).mean(dim=-1, keepdim=True)", "xc.pow(2).mean()")],
+        mistake_zh="对所有元素而不是最后一维归约",
     ),
     Mutant(
         "rms_norm",
         "returns_float32",
         "forgets to cast back to the input dtype",
         [("(xc * inv_rms * weight.to(compute_dtype)).to(x.dtype)", "(xc * inv_rms * weight.to(compute_dtype))")],
+        mistake_zh="忘了转回输入的数据类型",
     ),
     Mutant(
         "rms_norm",
@@ -53,30 +58,35 @@ MUTANTS = [
                 "compute_dtype = torch.float32",
             )
         ],
+        mistake_zh="用 x.float() 升精度，把 float64 输入变成了 float32",
     ),
     Mutant(
         "rmsnorm_module",
         "weight_not_a_parameter",
         "stores the gain as a plain tensor, so it is neither trained nor saved",
         [("self.weight = nn.Parameter(torch.ones(hidden_size))", "self.weight = torch.ones(hidden_size)")],
+        mistake_zh="增益存成普通张量，既不训练也不保存",
     ),
     Mutant(
         "rmsnorm_module",
         "ignores_eps",
         "forward uses the default eps instead of the layer's own",
         [("return rms_norm(x, self.weight, self.eps)", "return rms_norm(x, self.weight)")],
+        mistake_zh="forward 用默认的 eps，而不是该层自己的",
     ),
     Mutant(
         "rmsnorm_module",
         "zero_init",
         "initialises the gain at zeros",
         [("nn.Parameter(torch.ones(hidden_size))", "nn.Parameter(torch.zeros(hidden_size))")],
+        mistake_zh="增益初始化为零",
     ),
     Mutant(
         "rms_norm_backward",
         "no_projection_term",
         "drops the component along x_hat: grad_x = r * u",
         [("grad_x = r * (u - x_hat * (u * x_hat).mean(dim=-1, keepdim=True))", "grad_x = r * u")],
+        mistake_zh="丢了沿 x_hat 方向的分量：grad_x = r * u",
     ),
     Mutant(
         "rms_norm_backward",
@@ -88,18 +98,21 @@ MUTANTS = [
                 "grad_weight = (dy * x_hat).reshape(grad_out.shape).sum(dim=0).reshape(-1)[:d]",
             )
         ],
+        mistake_zh="grad_weight 只沿原始形状的第 0 维求和",
     ),
     Mutant(
         "rms_norm_backward",
         "weight_grad_mean",
         "averages grad_weight over rows instead of summing",
         [("(dy * x_hat).sum(dim=0)", "(dy * x_hat).mean(dim=0)")],
+        mistake_zh="grad_weight 对各行取平均而不是求和",
     ),
     Mutant(
         "rms_norm_backward",
         "no_upcast",
         "computes the gradients in the input dtype",
         [("compute_dtype = torch.promote_types(x.dtype, torch.float32)\n", "compute_dtype = x.dtype\n")],
+        mistake_zh="在输入的数据类型下计算梯度",
     ),
     Mutant(
         "rms_norm",
@@ -111,6 +124,7 @@ MUTANTS = [
                 "return F.rms_norm(xc, (x.shape[-1],), weight.to(compute_dtype), eps).to(x.dtype)",
             )
         ],
+        mistake_zh="把工作交给本课讲解的内置函数 F.rms_norm",
     ),
     Mutant(
         "rms_norm_backward",
@@ -126,5 +140,6 @@ MUTANTS = [
                 "    return gx.reshape(x.shape).to(x.dtype), gw.to(weight.dtype)",
             )
         ],
+        mistake_zh="让 autograd 对 F.rms_norm 求导，而不是手写梯度",
     ),
 ]

@@ -8,6 +8,7 @@ MUTANTS = [
         "last_batch_only",
         "keeps the maximum of the last batch instead of a running maximum",
         [("running = torch.maximum(running, batch_max)", "running = batch_max")],
+        mistake_zh="只保留最后一批的最大值，而不是运行中的最大值",
     ),
     Mutant(
         "act_stats",
@@ -19,12 +20,14 @@ MUTANTS = [
                 "batch_max = x.detach().reshape(-1, x.shape[-1]).amax(dim=0).float()",
             )
         ],
+        mistake_zh="取 x 而不是 |x| 的最大值（漏了负的离群值）",
     ),
     Mutant(
         "smoothing",
         "alpha_swapped",
         "puts alpha on the weights: a**(1 - alpha) / b**alpha",
         [("return a.pow(alpha) / b.pow(1 - alpha)", "return a.pow(1 - alpha) / b.pow(alpha)")],
+        mistake_zh="把 alpha 放在权重上：a**(1 - alpha) / b**alpha",
     ),
     Mutant(
         "smoothing",
@@ -36,24 +39,28 @@ MUTANTS = [
                 "b = torch.stack([w.detach().float().abs().amax() * torch.ones(K) for w in weights]).amax(dim=0)",
             )
         ],
+        mistake_zh="权重最大值沿每一行的输入通道取（amax(dim=1)），广播方向错了",
     ),
     Mutant(
         "smoothing",
         "no_clamp",
         "does not clamp the activation maxima (a dead channel gets s = 0)",
         [("a = act_absmax.float().clamp(min=1e-5)  # (K,)", "a = act_absmax.float()")],
+        mistake_zh="不截断激活最大值（死通道得到 s = 0）",
     ),
     Mutant(
         "smoothing",
         "norm_multiplied",
         "multiplies the norm by s instead of dividing",
         [("norm.weight.div_(s.to(norm.weight.dtype))", "norm.weight.mul_(s.to(norm.weight.dtype))")],
+        mistake_zh="norm 乘以 s 而不是除以 s",
     ),
     Mutant(
         "smoothing",
         "bias_forgotten",
         "scales the norm's weight but not its bias",
         [("norm.bias.div_(s.to(norm.bias.dtype))", "pass")],
+        mistake_zh="缩放了 norm 的权重，却没缩放它的 bias",
     ),
     Mutant(
         "smoothing",
@@ -65,6 +72,7 @@ MUTANTS = [
                 "linear.weight.mul_(s.to(linear.weight.dtype)[: linear.weight.shape[0], None])",
             )
         ],
+        mistake_zh="乘的是权重的行（输出通道）而不是列",
     ),
     Mutant(
         "w8a8",
@@ -76,6 +84,7 @@ MUTANTS = [
                 "scale = (x.abs().amax() / 127).expand(*x.shape[:-1], 1)",
             )
         ],
+        mistake_zh="所有 token 用同一个 scale 量化（整个张量的最大值）",
     ),
     Mutant(
         "w8a8",
@@ -87,6 +96,7 @@ MUTANTS = [
                 "return torch.clamp(x / scale, -127, 127).to(torch.int8), scale",
             )
         ],
+        mistake_zh="x / scale 截断而不是舍入",
     ),
     Mutant(
         "w8a8",
@@ -98,6 +108,7 @@ MUTANTS = [
                 "y = acc.float() * x_scale.mean() * w_scale.float().reshape(-1).mean()",
             )
         ],
+        mistake_zh="通道 scale 沿 token 施加（w_scale 当作列），token scale 按通道施加",
     ),
     Mutant(
         "w8a8",
@@ -122,11 +133,13 @@ MUTANTS = [
             ),
             ("y = y + bias.float()", "y = y"),
         ],
+        mistake_zh="把 bias 加到整数累加器上，然后连它一起缩放",
     ),
     Mutant(
         "w8a8",
         "returns_float32",
         "returns float32 for bfloat16 activations",
         [("return y.to(x.dtype)", "return y")],
+        mistake_zh="bfloat16 激活却返回 float32",
     ),
 ]

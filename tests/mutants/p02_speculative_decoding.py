@@ -8,12 +8,14 @@ MUTANTS = [
         "ratio_inverted",
         "accepts with probability min(1, q/p) instead of min(1, p/q)",
         [("(p_x / q_x.clamp_min(1e-30)).clamp(max=1.0)", "(q_x / p_x.clamp_min(1e-30)).clamp(max=1.0)")],
+        mistake_zh="按 min(1, q/p) 而不是 min(1, p/q) 的概率接受",
     ),
     Mutant(
         "verify",
         "ratio_not_capped",
         "returns p/q without capping it at 1",
         [("(p_x / q_x.clamp_min(1e-30)).clamp(max=1.0)", "(p_x / q_x.clamp_min(1e-30))")],
+        mistake_zh="返回 p/q 而没有截断到 1",
     ),
     Mutant(
         "verify",
@@ -25,12 +27,14 @@ MUTANTS = [
                 "residual = target_probs[i : i + 1]",
             )
         ],
+        mistake_zh="拒绝后从 p 而不是残差 max(0, p - q) 采样",
     ),
     Mutant(
         "verify",
         "residual_not_clamped",
         "takes p - q without its positive part (negative weights)",
         [("excess = (p - q).clamp_min(0.0)", "excess = (p - q).abs()")],
+        mistake_zh="取 p - q 却没取正部（出现负权重）",
     ),
     Mutant(
         "verify",
@@ -42,6 +46,7 @@ MUTANTS = [
                 "pass",
             )
         ],
+        mistake_zh="所有草稿都被接受时不输出额外的 token",
     ),
     Mutant(
         "verify",
@@ -53,6 +58,7 @@ MUTANTS = [
                 "continue",
             )
         ],
+        mistake_zh="拒绝之后还继续验证后面的草稿",
     ),
     Mutant(
         "verify",
@@ -76,6 +82,7 @@ MUTANTS = [
                 "p = torch.softmax(torch.cat((target(drafted)[0, -k:], target(drafted)[0, -1:])).float(), dim=-1)",
             )
         ],
+        mistake_zh="读目标模型的概率晚了一个位置（第 T .. T+k 列）",
     ),
     Mutant(
         "speculative_generate",
@@ -94,6 +101,7 @@ MUTANTS = [
         "greedy_accepts_all",
         "greedy mode accepts the whole block without comparing",
         [("accepted = int(matches.cumprod(0).sum())", "accepted = k")],
+        mistake_zh="贪心模式不比较就接受整个块",
     ),
     Mutant(
         "speculative_generate",
@@ -112,6 +120,7 @@ MUTANTS = [
         "greedy_any_match",
         "greedy mode counts all matches instead of the leading ones",
         [("accepted = int(matches.cumprod(0).sum())", "accepted = int(matches.sum())")],
+        mistake_zh="贪心模式统计所有匹配，而不是开头连续的匹配",
     ),
     Mutant(
         "speculative_generate",
@@ -123,18 +132,21 @@ MUTANTS = [
                 "token = q.argmax()",
             )
         ],
+        mistake_zh="草稿模型总是提议 argmax，却告诉 verify_block 草稿是从 q 采样的",
     ),
     Mutant(
         "speedup",
         "expected_tokens_k",
         "sums alpha^i for i < k instead of i <= k (forgets the bonus token)",
         [("return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)", "return (1.0 - alpha ** k) / (1.0 - alpha)")],
+        mistake_zh="对 i < k 而不是 i <= k 累加 alpha^i（忘了额外的 token）",
     ),
     Mutant(
         "speedup",
         "acceptance_max",
         "uses max(p, q) instead of min",
         [("return torch.minimum(p, q).sum(dim=-1)", "return torch.maximum(p, q).sum(dim=-1)")],
+        mistake_zh="用 max(p, q) 而不是 min",
     ),
     Mutant(
         "speedup",
@@ -146,5 +158,6 @@ MUTANTS = [
                 "return expected_tokens(alpha, k) / max(k * cost_ratio, 1.0)",
             )
         ],
+        mistake_zh="只除以 k * c，忘了目标模型的那次调用",
     ),
 ]

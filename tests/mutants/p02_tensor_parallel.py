@@ -8,6 +8,7 @@ MUTANTS = [
         "f_backward_without_all_reduce",
         "f's backward returns the local gradient: each rank keeps only its branch's share of dL/dx",
         [("dist.all_reduce(grad, op=dist.ReduceOp.SUM, group=ctx.group)", "pass")],
+        mistake_zh="f 的反向返回本地梯度：每个 rank 只保留自己分支那一份 dL/dx",
     ),
     Mutant(
         "f_and_g",
@@ -21,24 +22,28 @@ MUTANTS = [
                 "        return grad, None\n",
             )
         ],
+        mistake_zh="g 的反向对已经复制的梯度又做 all-reduce：大了 p 倍",
     ),
     Mutant(
         "f_and_g",
         "g_reduces_the_input_in_place",
         "g all-reduces the caller's tensor in place: the right sum, a corrupted input",
         [("total = x.clone()  # the caller's partial sum stays intact", "total = x.detach()")],
+        mistake_zh="g 原地对调用者的张量做 all-reduce：和是对的，输入却被破坏了",
     ),
     Mutant(
         "f_and_g",
         "g_averages",
         "g averages the partial results (DDP's habit) instead of summing them",
         [("        return total\n", "        return total / dist.get_world_size(group)\n")],
+        mistake_zh="g 对部分结果取平均（DDP 的习惯）而不是求和",
     ),
     Mutant(
         "parallel_linear",
         "every_rank_takes_block_zero",
         "the column-parallel slice forgets the rank offset: every rank keeps rows [0, M/p)",
         [("start = rank * rows", "start = 0")],
+        mistake_zh="列并行的切片忘了 rank 偏移：每个 rank 都保留 [0, M/p) 行",
     ),
     Mutant(
         "parallel_linear",
@@ -54,12 +59,14 @@ MUTANTS = [
                 "return out",
             ),
         ],
+        mistake_zh="行并行层把 bias 加到部分乘积上，求和后 bias 被算了 p 次",
     ),
     Mutant(
         "parallel_linear",
         "column_without_f",
         "the column-parallel layer forgets f: the input gradient is never summed over the ranks",
         [("x = copy_to_tensor_parallel(x, self.group)  # backward: the input gradient summed over the ranks", "pass")],
+        mistake_zh="列并行层忘了 f：输入梯度从未在各 rank 间求和",
     ),
     Mutant(
         "parallel_linear",
@@ -71,6 +78,7 @@ MUTANTS = [
                 "self.weight = nn.Parameter(weight.detach()[:, start : start + cols])",
             )
         ],
+        mistake_zh="行并行的权重保留完整矩阵的视图（没有复制）：计算只有 1/p，显存却是全部",
     ),
     Mutant(
         "parallel_mlp",
@@ -82,6 +90,7 @@ MUTANTS = [
                 "self.gate_up = ColumnParallelLinear(torch.cat([w_gate, w_up]), group=group)",
             )
         ],
+        mistake_zh="按 torch.cat([w_gate, w_up]) 融合 gate 和 up：rank 0 只拿到 gate 行，rank 1 只拿到 up 行",
     ),
     Mutant(
         "parallel_mlp",
@@ -98,12 +107,14 @@ MUTANTS = [
                 "gate, up = self.gate(x), self.up(x)",
             ),
         ],
+        mistake_zh="gate 和 up 用两个独立的列并行层：数值对，但 f 要 all-reduce 两份梯度",
     ),
     Mutant(
         "parallel_mlp",
         "silu_on_up",
         "applies silu to the up projection instead of the gate",
         [("return self.down(F.silu(gate) * up)", "return self.down(gate * F.silu(up))")],
+        mistake_zh="silu 作用在 up 投影上而不是门控上",
     ),
     Mutant(
         "parallel_attention",
@@ -115,42 +126,49 @@ MUTANTS = [
                 "blocks = zip(w_q.chunk(world), [w_k.chunk(world)[0]] * world, [w_v.chunk(world)[0]] * world)",
             )
         ],
+        mistake_zh="切分了 query 头，却给每个 rank 最前面的 KV 头（rank 0 的偏移）",
     ),
     Mutant(
         "parallel_attention",
         "not_causal",
         "forgets the causal mask in the local attention",
         [("is_causal=True, enable_gqa=True", "is_causal=False, enable_gqa=True")],
+        mistake_zh="本地注意力里忘了因果掩码",
     ),
     Mutant(
         "parallel_attention",
         "heads_merged_in_the_wrong_order",
         "merges the heads back with (B, h*D, T) -> (B, T, h*D) by reshape, without the transpose",
         [("return self.o(out.transpose(1, 2).reshape(B, T, h * D))", "return self.o(out.reshape(B, T, h * D))")],
+        mistake_zh="用 reshape 把 (B, h*D, T) 合并回 (B, T, h*D)，没有转置",
     ),
     Mutant(
         "vocab_parallel_cross_entropy",
         "every_rank_adds_the_target_logit",
         "no ownership mask: every rank contributes its (clamped) guess of the target logit to the sum",
         [("target_logit = torch.where(owned, picked, torch.zeros_like(picked))", "target_logit = picked")],
+        mistake_zh="没有归属掩码：每个 rank 都把自己（截断后）猜的目标 logit 加进和里",
     ),
     Mutant(
         "vocab_parallel_cross_entropy",
         "max_summed",
         "all-reduces the row max with SUM: the shift differs between ranks' view of the global max",
         [("dist.all_reduce(row_max, op=dist.ReduceOp.MAX, group=group)", "dist.all_reduce(row_max, group=group)")],
+        mistake_zh="用 SUM 对行最大值做 all-reduce：各 rank 看到的平移量不是全局最大值",
     ),
     Mutant(
         "vocab_parallel_cross_entropy",
         "local_sum_of_exp",
         "forgets to all-reduce the sum of exponentials: each rank's softmax over its own block",
         [("dist.all_reduce(sum_exp, op=dist.ReduceOp.SUM, group=group)", "pass")],
+        mistake_zh="忘了对指数和做 all-reduce：每个 rank 只在自己的块上做 softmax",
     ),
     Mutant(
         "vocab_parallel_cross_entropy",
         "one_hot_on_every_rank",
         "subtracts the one-hot in the backward on every rank, not only on the owner of the target id",
         [("grad[rows, local_target] -= owned.to(grad.dtype)", "grad[rows, local_target] -= 1")],
+        mistake_zh="反向时每个 rank 都减去 one-hot，而不只是目标 id 的归属 rank",
     ),
     Mutant(
         "f_and_g",

@@ -8,18 +8,21 @@ MUTANTS = [
         "stage_two_gradients_kept",
         "stage 2 still divides only the optimizer state (gradients not sharded)",
         [("if stage >= 2:", "if stage >= 3:")],
+        mistake_zh="阶段 2 仍然只切分优化器状态（梯度没有切分）",
     ),
     Mutant(
         "zero_memory_per_rank",
         "stage_three_weights_kept",
         "stage 3 forgets to shard the weights",
         [("weights /= world_size", "weights /= 1")],
+        mistake_zh="阶段 3 忘了切分权重",
     ),
     Mutant(
         "zero_memory_per_rank",
         "fixed_optimizer_bytes",
         "hard-codes 12 bytes of optimizer state per parameter",
         [("optimizer_bytes * num_params", "12 * num_params")],
+        mistake_zh="把每个参数的优化器状态写死为 12 字节",
     ),
     Mutant(
         "zero1",
@@ -31,18 +34,21 @@ MUTANTS = [
                 "return flat[self.start : self.start + self.shard_size]",
             )
         ],
+        mistake_zh="对梯度之和做 all-reduce，却不除以进程总数",
     ),
     Mutant(
         "zero1",
         "no_padding",
         "shard size numel // world_size: with an odd number of elements the last one belongs to no shard",
         [("self.shard_size = -(-self.numel // self.world_size)", "self.shard_size = self.numel // self.world_size")],
+        mistake_zh="分片大小取 numel // world_size：元素个数为奇数时最后一个不属于任何分片",
     ),
     Mutant(
         "zero1",
         "offset_without_padding",
         "starts rank r's shard at r * numel // world_size: shards overlap when the buffer is padded",
         [("self.start = self.rank * self.shard_size", "self.start = self.rank * self.numel // self.world_size")],
+        mistake_zh="rank r 的分片从 r * numel // world_size 开始：缓冲区有填充时分片互相重叠",
     ),
     Mutant(
         "zero1",
@@ -55,6 +61,7 @@ MUTANTS = [
                 "        full[self.start : self.start + self.shard_size] = self.shard.detach()",
             ),
         ],
+        mistake_zh="只把自己更新后的分片复制回来：其他 rank 的更新永远到不了",
     ),
     Mutant(
         "zero1",
@@ -74,6 +81,7 @@ MUTANTS = [
             ),
             ("all_gather(full, self.shard.detach(), group=self.group)", "full = self.shard.detach()"),
         ],
+        mistake_zh="在完整参数上创建优化器（每个 rank 都保存全部状态）并全部更新",
     ),
     Mutant(
         "zero1",
@@ -134,18 +142,21 @@ MUTANTS = [
                 "        shard = flat[self.start : self.start + self.shard_size].clone()",
             )
         ],
+        mistake_zh="像阶段 1 那样对完整梯度做 all-reduce 再切片",
     ),
     Mutant(
         "zero2",
         "no_average",
         "reduce-scatters the sum and forgets to divide by the world size",
         [("return shard.div_(self.world_size)", "return shard")],
+        mistake_zh="reduce-scatter 求和后忘了除以进程总数",
     ),
     Mutant(
         "zero2",
         "gradients_kept",
         "keeps the full local gradients: no memory saved over stage 1",
         [("p.grad = None  # from here on", "pass  # from here on")],
+        mistake_zh="保留完整的本地梯度：比阶段 1 没有省下任何显存",
     ),
     Mutant(
         "zero2",
