@@ -94,4 +94,16 @@ MUTANTS = [
         "never zeroes the gradients: each step adds the previous steps' gradients",
         [("optimizer.zero_grad(set_to_none=True)", "pass")],
     ),
+    Mutant(
+        "train_2d",
+        "ignores_lr",
+        "builds AdamW with the default learning rate 3e-3 whatever `lr` says",
+        [
+            (
+                "torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)",
+                "torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)",
+            )
+        ],
+        mistake_zh="无论 lr 是多少都用默认学习率 3e-3 构造 AdamW",
+    ),
 ]
