@@ -112,102 +112,6 @@ def learner_dpo(ex):
 SFT_INPUT = "60 steps on the shipped SFT set (256 rows), batch 32, lr 3e-2, r 8, alpha 16"
 
 
-@checks("sft_stage")
-def sft_loss_falls(ex):
-    """the SFT loss falls below 1.2 within 60 steps (recorded losses and the whole set's loss)"""
-    base, _, model, losses = learner_sft(ex)
-    expect(
-        isinstance(losses, list) and len(losses) == 60 and all(isinstance(v, float) for v in losses),
-        "the losses are not a list of one float per step",
-        input=SFT_INPUT,
-        expected="60 Python floats",
-        got=f"{type(losses).__name__} of length {len(losses) if hasattr(losses, '__len__') else '?'}",
-        hint="append loss.item() once per step",
-    )
-    last = sum(losses[-10:]) / 10
-    with reference_only(), one_thread():
-        full = answer_loss(model, ex.SFT_IDS, ex.SFT_LABELS)
-        start = answer_loss(base, ex.SFT_IDS, ex.SFT_LABELS)
-    expect(
-        last < SFT_THRESHOLD and full < SFT_THRESHOLD,
-        "the SFT loss did not fall below the threshold",
-        input=SFT_INPUT,
-        expected=f"mean of the last 10 recorded losses and the set's loss < {SFT_THRESHOLD} (base: {start:.2f})",
-        got=f"last 10 recorded: {last:.3f}; whole set recomputed: {full:.3f}; first recorded: {losses[0]:.3f}",
-        hint="sft_loss(logits, labels) on the drawn rows (labels, not input_ids), zero_grad, backward, step on the "
-        "adapters",
-    )
-
-
-@checks("sft_stage")
-def sft_base_untouched(ex):
-    """only the LoRA parameters change: base weights bit-identical, in `base` and inside the adapter model"""
-    base, before, model, _ = learner_sft(ex)
-    expect(
-        not names_of_adapters(ex, base) and base.state_dict().keys() == before.keys(),
-        "the base model was changed: it holds adapters now",
-        input=SFT_INPUT,
-        expected="base left as it was (train a deep copy)",
-        got=f"{len(names_of_adapters(ex, base))} LoRALinear modules inside base",
-        hint="model = apply_lora(copy.deepcopy(base), ...): apply_lora changes the model in place",
-    )
-    changed = [name for name, value in base.state_dict().items() if not torch.equal(value, before[name])]
-    inside = base_weights(model)
-    expect(
-        inside.keys() == before.keys(),
-        "the adapter model's base weights do not have the base's names",
-        input=SFT_INPUT,
-        expected=f"{len(before)} tensors named as in the base",
-        got=f"{sorted(set(inside) ^ set(before))[:4]}",
-        hint="wrap with apply_lora on TARGETS",
-    )
-    changed += [f"(adapter model) {name}" for name, value in inside.items() if not torch.equal(value, before[name])]
-    expect(
-        not changed,
-        "base weights changed during SFT",
-        input=SFT_INPUT,
-        expected="every base tensor bit-identical to before",
-        got=f"{len(changed)} changed, e.g. {changed[:3]}",
-        hint="give AdamW only [p for p in model.parameters() if p.requires_grad]; never turn gradients back on",
-    )
-    trainable = sorted({name.rsplit(".", 2)[-2] for name, p in model.named_parameters() if p.requires_grad})
-    expect(
-        trainable == ["lora_A", "lora_B"],
-        "parameters other than the adapters are trainable",
-        input=SFT_INPUT,
-        expected="only lora_A and lora_B require grad",
-        got=f"trainable kinds: {trainable}",
-        hint="apply_lora freezes the model; leave it that way",
-    )
-
-
-@checks("sft_stage")
-def sft_refuses_bad_input(ex):
-    """steps < 1 and labels of another shape are refused with a ValueError"""
-    base = ex.make_base()
-    expect_value_error(
-        lambda: ex.sft_stage(base, ex.SFT_IDS, ex.SFT_LABELS, steps=0),
-        input="steps=0",
-        hint="raise ValueError when steps < 1",
-    )
-    labels = torch.cat([ex.SFT_LABELS, ex.SFT_LABELS])  # more rows than inputs: indexing alone would not fail
-    expect_value_error(
-        lambda: ex.sft_stage(base, ex.SFT_IDS, labels, steps=1),
-        input=describe(input_ids=ex.SFT_IDS, labels=labels),
-        hint="raise ValueError when labels.shape != input_ids.shape",
-    )
-    with one_thread():
-        _, losses = ex.sft_stage(base, ex.SFT_IDS[:8], ex.SFT_LABELS[:8], steps=1, batch_size=4)
-    expect(
-        len(losses) == 1,
-        "steps=1 is not one step",
-        input="steps=1",
-        expected="1 loss",
-        got=f"{len(losses)}",
-        hint="refuse steps < 1 only",
-    )
-
-
 def answer_loss_with_grad(model, input_ids, labels):
     """The reference SFT loss of a batch, with gradients: next-token cross-entropy over the labelled tokens."""
     logits = model(input_ids=input_ids).logits[:, :-1]
@@ -304,6 +208,102 @@ def sft_options_match_the_reference_loop(ex):
     )
 
 
+@checks("sft_stage")
+def sft_loss_falls(ex):
+    """the SFT loss falls below 1.2 within 60 steps (recorded losses and the whole set's loss)"""
+    base, _, model, losses = learner_sft(ex)
+    expect(
+        isinstance(losses, list) and len(losses) == 60 and all(isinstance(v, float) for v in losses),
+        "the losses are not a list of one float per step",
+        input=SFT_INPUT,
+        expected="60 Python floats",
+        got=f"{type(losses).__name__} of length {len(losses) if hasattr(losses, '__len__') else '?'}",
+        hint="append loss.item() once per step",
+    )
+    last = sum(losses[-10:]) / 10
+    with reference_only(), one_thread():
+        full = answer_loss(model, ex.SFT_IDS, ex.SFT_LABELS)
+        start = answer_loss(base, ex.SFT_IDS, ex.SFT_LABELS)
+    expect(
+        last < SFT_THRESHOLD and full < SFT_THRESHOLD,
+        "the SFT loss did not fall below the threshold",
+        input=SFT_INPUT,
+        expected=f"mean of the last 10 recorded losses and the set's loss < {SFT_THRESHOLD} (base: {start:.2f})",
+        got=f"last 10 recorded: {last:.3f}; whole set recomputed: {full:.3f}; first recorded: {losses[0]:.3f}",
+        hint="sft_loss(logits, labels) on the drawn rows (labels, not input_ids), zero_grad, backward, step on the "
+        "adapters",
+    )
+
+
+@checks("sft_stage")
+def sft_base_untouched(ex):
+    """only the LoRA parameters change: base weights bit-identical, in `base` and inside the adapter model"""
+    base, before, model, _ = learner_sft(ex)
+    expect(
+        not names_of_adapters(ex, base) and base.state_dict().keys() == before.keys(),
+        "the base model was changed: it holds adapters now",
+        input=SFT_INPUT,
+        expected="base left as it was (train a deep copy)",
+        got=f"{len(names_of_adapters(ex, base))} LoRALinear modules inside base",
+        hint="model = apply_lora(copy.deepcopy(base), ...): apply_lora changes the model in place",
+    )
+    changed = [name for name, value in base.state_dict().items() if not torch.equal(value, before[name])]
+    inside = base_weights(model)
+    expect(
+        inside.keys() == before.keys(),
+        "the adapter model's base weights do not have the base's names",
+        input=SFT_INPUT,
+        expected=f"{len(before)} tensors named as in the base",
+        got=f"{sorted(set(inside) ^ set(before))[:4]}",
+        hint="wrap with apply_lora on TARGETS",
+    )
+    changed += [f"(adapter model) {name}" for name, value in inside.items() if not torch.equal(value, before[name])]
+    expect(
+        not changed,
+        "base weights changed during SFT",
+        input=SFT_INPUT,
+        expected="every base tensor bit-identical to before",
+        got=f"{len(changed)} changed, e.g. {changed[:3]}",
+        hint="give AdamW only [p for p in model.parameters() if p.requires_grad]; never turn gradients back on",
+    )
+    trainable = sorted({name.rsplit(".", 2)[-2] for name, p in model.named_parameters() if p.requires_grad})
+    expect(
+        trainable == ["lora_A", "lora_B"],
+        "parameters other than the adapters are trainable",
+        input=SFT_INPUT,
+        expected="only lora_A and lora_B require grad",
+        got=f"trainable kinds: {trainable}",
+        hint="apply_lora freezes the model; leave it that way",
+    )
+
+
+@checks("sft_stage")
+def sft_refuses_bad_input(ex):
+    """steps < 1 and labels of another shape are refused with a ValueError"""
+    base = ex.make_base()
+    expect_value_error(
+        lambda: ex.sft_stage(base, ex.SFT_IDS, ex.SFT_LABELS, steps=0),
+        input="steps=0",
+        hint="raise ValueError when steps < 1",
+    )
+    labels = torch.cat([ex.SFT_LABELS, ex.SFT_LABELS])  # more rows than inputs: indexing alone would not fail
+    expect_value_error(
+        lambda: ex.sft_stage(base, ex.SFT_IDS, labels, steps=1),
+        input=describe(input_ids=ex.SFT_IDS, labels=labels),
+        hint="raise ValueError when labels.shape != input_ids.shape",
+    )
+    with one_thread():
+        _, losses = ex.sft_stage(base, ex.SFT_IDS[:8], ex.SFT_LABELS[:8], steps=1, batch_size=4)
+    expect(
+        len(losses) == 1,
+        "steps=1 is not one step",
+        input="steps=1",
+        expected="1 loss",
+        got=f"{len(losses)}",
+        hint="refuse steps < 1 only",
+    )
+
+
 # ------------------------------------------------------------------------------------------------- dpo_stage
 
 DPO_INPUT = "the checks' own SFT model; 40 steps on the 128 shipped pairs, batch 16, lr 2e-2, beta 0.1"
@@ -322,6 +322,89 @@ def heldout_outcome(ex, sft_model, policy):
             sft_ok = (sft_model(input_ids=prompts).logits[:, -1].argmax(-1) == rule).double()
         win = ((policy_ok > sft_ok).double() + 0.5 * (policy_ok == sft_ok).double()).mean().item()
     return margins.mean().item(), (margins > 0).double().mean().item(), win
+
+
+def completion_logps_with_grad(model, input_ids, prompt_len):
+    """(M,): sum of log p(token) over the tokens from prompt_len on, by cross-entropy, with gradients."""
+    logits = model(input_ids=input_ids).logits[:, prompt_len - 1 : -1]
+    targets = input_ids[:, prompt_len:]
+    nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none")
+    return -nll.view(targets.shape).sum(-1)
+
+
+DPO_OPTIONS = dict(prompt_len=3, steps=3, lr=5e-2, batch_size=4, seed=9)  # prompt_len, lr, seed not the defaults
+DPO_OPTIONS_INPUT = "a LoRA model with random B, 16 pairs, prompt_len=3, steps=3, lr=5e-2, batch_size=4, seed=9"
+METRICS = ("rewards/chosen", "rewards/rejected", "rewards/margins", "rewards/accuracies")
+
+
+def reference_dpo_metrics(sft_model, chosen, rejected, options, dtype):
+    """This module's DPO loop in `dtype`: (steps, 4) metrics in METRICS order, computed before each step's update."""
+    with reference_only(), one_thread():
+        policy = copy.deepcopy(sft_model).to(dtype).train()
+        reference = copy.deepcopy(sft_model).to(dtype).requires_grad_(False).eval()
+        optimizer = torch.optim.Adam([p for p in policy.parameters() if p.requires_grad], lr=options["lr"])
+        generator = torch.Generator().manual_seed(options["seed"])
+        rows = []
+        for _ in range(options["steps"]):
+            pairs = torch.randint(0, chosen.shape[0], (options["batch_size"],), generator=generator)
+            ids = torch.cat([chosen[pairs], rejected[pairs]])
+            mine = completion_logps_with_grad(policy, ids, options["prompt_len"])
+            with torch.no_grad():
+                theirs = completion_logps_with_grad(reference, ids, options["prompt_len"])
+            good, bad = (BETA * (mine - theirs)).chunk(2)  # implicit rewards of the chosen and rejected rows
+            loss = -F.logsigmoid(good - bad).mean()
+            good, bad = good.detach(), bad.detach()
+            rows.append([good.mean(), bad.mean(), (good - bad).mean(), (good > bad).to(dtype).mean()])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        return torch.tensor(rows, dtype=dtype)
+
+
+@checks("dpo_stage")
+def dpo_options_match_the_reference_loop(ex):
+    """prompt_len=3 (the last prompt token scored too), lr and seed (none of them the default) on 3 steps: every logged
+    metric equals this module's own DPO loop with the same options; the same seed again gives the same metrics"""
+    sft_model = adapter_model(ex, torch.float32)
+    for name, param in sft_model.named_parameters():  # as after the SFT stage: the adapters trainable
+        param.requires_grad_("lora_" in name)
+    chosen, rejected = ex.PAIR_CHOSEN[:16], ex.PAIR_REJECTED[:16]
+    oracle = reference_dpo_metrics(sft_model, chosen, rejected, DPO_OPTIONS, torch.float64)
+    baseline = reference_dpo_metrics(sft_model, chosen, rejected, DPO_OPTIONS, torch.float32)
+    runs = []
+    for _ in range(2):
+        with one_thread():
+            runs.append(ex.dpo_stage(sft_model, chosen, rejected, beta=BETA, **DPO_OPTIONS)[1])
+    history, again = runs
+    expect(
+        isinstance(history, list)
+        and len(history) == DPO_OPTIONS["steps"]
+        and all(isinstance(m, dict) and all(k in m for k in METRICS) for m in history),
+        "the history is not one metrics dict per step",
+        input=DPO_OPTIONS_INPUT,
+        expected=f"3 dicts with {', '.join(METRICS)}",
+        got=repr(history)[:120],
+        hint="append the metrics that dpo_batch_loss returns, once per step",
+    )
+    got = torch.tensor([[m[k] for k in METRICS] for m in history], dtype=torch.float32)
+    for column, name in enumerate(METRICS):
+        expect_close(
+            got[:, column],
+            oracle[:, column],
+            baseline=baseline[:, column],
+            input=DPO_OPTIONS_INPUT,
+            what=f"{name} per step",
+            hint="completion_mask 1 from column prompt_len on; pairs from torch.Generator().manual_seed(seed); "
+            "AdamW(lr=lr)",
+        )
+    expect(
+        again == history,
+        "the same seed did not give the same metrics",
+        input=DPO_OPTIONS_INPUT + ", run twice",
+        expected=str(history)[:120],
+        got=str(again)[:120],
+        hint="draw every batch from a torch.Generator seeded with seed, created in dpo_stage",
+    )
 
 
 @checks("dpo_stage")
@@ -406,89 +489,6 @@ def dpo_refuses_bad_input(ex):
         expected="1 metrics dict",
         got=f"{len(history)}",
         hint="refuse steps < 1 only",
-    )
-
-
-def completion_logps_with_grad(model, input_ids, prompt_len):
-    """(M,): sum of log p(token) over the tokens from prompt_len on, by cross-entropy, with gradients."""
-    logits = model(input_ids=input_ids).logits[:, prompt_len - 1 : -1]
-    targets = input_ids[:, prompt_len:]
-    nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none")
-    return -nll.view(targets.shape).sum(-1)
-
-
-DPO_OPTIONS = dict(prompt_len=3, steps=3, lr=5e-2, batch_size=4, seed=9)  # prompt_len, lr, seed not the defaults
-DPO_OPTIONS_INPUT = "a LoRA model with random B, 16 pairs, prompt_len=3, steps=3, lr=5e-2, batch_size=4, seed=9"
-METRICS = ("rewards/chosen", "rewards/rejected", "rewards/margins", "rewards/accuracies")
-
-
-def reference_dpo_metrics(sft_model, chosen, rejected, options, dtype):
-    """This module's DPO loop in `dtype`: (steps, 4) metrics in METRICS order, computed before each step's update."""
-    with reference_only(), one_thread():
-        policy = copy.deepcopy(sft_model).to(dtype).train()
-        reference = copy.deepcopy(sft_model).to(dtype).requires_grad_(False).eval()
-        optimizer = torch.optim.Adam([p for p in policy.parameters() if p.requires_grad], lr=options["lr"])
-        generator = torch.Generator().manual_seed(options["seed"])
-        rows = []
-        for _ in range(options["steps"]):
-            pairs = torch.randint(0, chosen.shape[0], (options["batch_size"],), generator=generator)
-            ids = torch.cat([chosen[pairs], rejected[pairs]])
-            mine = completion_logps_with_grad(policy, ids, options["prompt_len"])
-            with torch.no_grad():
-                theirs = completion_logps_with_grad(reference, ids, options["prompt_len"])
-            good, bad = (BETA * (mine - theirs)).chunk(2)  # implicit rewards of the chosen and rejected rows
-            loss = -F.logsigmoid(good - bad).mean()
-            good, bad = good.detach(), bad.detach()
-            rows.append([good.mean(), bad.mean(), (good - bad).mean(), (good > bad).to(dtype).mean()])
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-        return torch.tensor(rows, dtype=dtype)
-
-
-@checks("dpo_stage")
-def dpo_options_match_the_reference_loop(ex):
-    """prompt_len=3 (the last prompt token scored too), lr and seed (none of them the default) on 3 steps: every logged
-    metric equals this module's own DPO loop with the same options; the same seed again gives the same metrics"""
-    sft_model = adapter_model(ex, torch.float32)
-    for name, param in sft_model.named_parameters():  # as after the SFT stage: the adapters trainable
-        param.requires_grad_("lora_" in name)
-    chosen, rejected = ex.PAIR_CHOSEN[:16], ex.PAIR_REJECTED[:16]
-    oracle = reference_dpo_metrics(sft_model, chosen, rejected, DPO_OPTIONS, torch.float64)
-    baseline = reference_dpo_metrics(sft_model, chosen, rejected, DPO_OPTIONS, torch.float32)
-    runs = []
-    for _ in range(2):
-        with one_thread():
-            runs.append(ex.dpo_stage(sft_model, chosen, rejected, beta=BETA, **DPO_OPTIONS)[1])
-    history, again = runs
-    expect(
-        isinstance(history, list)
-        and len(history) == DPO_OPTIONS["steps"]
-        and all(isinstance(m, dict) and all(k in m for k in METRICS) for m in history),
-        "the history is not one metrics dict per step",
-        input=DPO_OPTIONS_INPUT,
-        expected=f"3 dicts with {', '.join(METRICS)}",
-        got=repr(history)[:120],
-        hint="append the metrics that dpo_batch_loss returns, once per step",
-    )
-    got = torch.tensor([[m[k] for k in METRICS] for m in history], dtype=torch.float32)
-    for column, name in enumerate(METRICS):
-        expect_close(
-            got[:, column],
-            oracle[:, column],
-            baseline=baseline[:, column],
-            input=DPO_OPTIONS_INPUT,
-            what=f"{name} per step",
-            hint="completion_mask 1 from column prompt_len on; pairs from torch.Generator().manual_seed(seed); "
-            "AdamW(lr=lr)",
-        )
-    expect(
-        again == history,
-        "the same seed did not give the same metrics",
-        input=DPO_OPTIONS_INPUT + ", run twice",
-        expected=str(history)[:120],
-        got=str(again)[:120],
-        hint="draw every batch from a torch.Generator seeded with seed, created in dpo_stage",
     )
 
 
