@@ -327,11 +327,23 @@ def batches(n, dtype):
     return [(torch.randn(6, 5, dtype=dtype), torch.randn(6, 3, dtype=dtype)) for _ in range(n)]
 
 
-def train(model, optimizer, data):
+def train(model, optimizer, data, closure=False):
+    """The loss of every step; with `closure`, the step is `optimizer.step(closure)` and the loss is what it returns."""
+    losses = []
     for x, y in data:
-        optimizer.zero_grad()
-        F.mse_loss(model(x), y).backward()
-        optimizer.step()
+
+        def compute(x=x, y=y):
+            optimizer.zero_grad()
+            loss = F.mse_loss(model(x), y)
+            loss.backward()
+            return loss
+
+        if closure:
+            losses.append(optimizer.step(compute))
+        else:
+            losses.append(compute())
+            optimizer.step()
+    return losses
 
 
 def compare_models(got, want, label, baseline=None, hint=""):
@@ -370,14 +382,36 @@ def first_step_closed_form(ex):
 
 @checks("sgd_optimizer")
 def matches_torch_sgd_step_for_step(ex):
-    """30 steps of an MLP in float64 for seven hyper-parameter settings: equal to torch.optim.SGD"""
-    for hp in SETTINGS:
+    """30 steps of an MLP in float64 for seven hyper-parameter settings, every other one stepped with a closure:
+    equal to torch.optim.SGD, and step(closure) returns the closure's loss"""
+    for index, hp in enumerate(SETTINGS):
         model = PartlyUsed().double()
         twin = copy.deepcopy(model)
         data = batches(30, torch.float64)
-        train(model, ex.SGD(model.parameters(), **hp), data)
-        train(twin, torch.optim.SGD(twin.parameters(), **hp), data)
-        compare_models(model, twin, f"PartlyUsed MLP float64, 30 steps, {describe_hp(hp)}")
+        closure = index % 2 == 1  # every other setting steps yours with a closure: step(closure) returns its loss
+        got_losses = train(model, ex.SGD(model.parameters(), **hp), data, closure=closure)
+        want_losses = train(twin, torch.optim.SGD(twin.parameters(), **hp), data)
+        label = f"PartlyUsed MLP float64, 30 steps, {describe_hp(hp)}" + (
+            ", optimizer.step(closure)" if closure else ""
+        )
+        if closure:
+            not_losses = [v for v in got_losses if not isinstance(v, torch.Tensor)]
+            expect(
+                not not_losses,
+                "step(closure) did not return the closure's loss",
+                input=label,
+                expected="the tensor the closure returned",
+                got=repr(not_losses[:1]),
+                hint="loss = closure() under torch.enable_grad(), before the update; return loss",
+            )
+            expect_close(
+                torch.stack(got_losses).detach(),
+                torch.stack(want_losses).detach(),
+                input=label,
+                what="losses returned by step(closure)",
+                hint="step(closure) evaluates the closure once, before the update, and returns its loss",
+            )
+        compare_models(model, twin, label)
 
 
 @checks("sgd_optimizer")

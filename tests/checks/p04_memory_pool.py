@@ -362,13 +362,13 @@ def check_invariants(allocator, live, label):
     )
 
 
-def expect_address(got, want, label, hint):
+def expect_address(got, want, label, hint, base=BASE):
     expect(
         got == want,
         "malloc returned another block than PyTorch's policy",
         input=label,
-        expected=f"{want:#x} (base + {want - BASE})",
-        got=f"{got:#x} (base + {got - BASE})" if isinstance(got, int) else repr(got),
+        expected=f"{want:#x} (base + {want - base})",
+        got=f"{got:#x} (base + {got - base})" if isinstance(got, int) else repr(got),
         hint=hint,
     )
 
@@ -551,9 +551,10 @@ def out_of_memory_retry_and_fragmentation(ex):
     check_invariants(device, live, label.replace("12 MiB)", "8 MiB)"))
 
 
-def random_trace_against_model(ex, seed, capacity, steps, label):
+def random_trace_against_model(ex, seed, capacity, steps, label, base=BASE):
     rng = random.Random(seed)
-    mine, model = ex.CachingAllocator(capacity=capacity), ModelAllocator(capacity)
+    mine = ex.CachingAllocator(capacity=capacity, base_address=base)  # every segment's address counts from base
+    model = ModelAllocator(capacity, base)
     live, history = {}, []
     for step in range(steps):
         roll = rng.random()
@@ -590,7 +591,14 @@ def random_trace_against_model(ex, seed, capacity, steps, label):
                 )
             else:
                 got = mine.malloc(size)
-                expect_address(got, want, here, HINT_BEST_FIT + "; on a full device: empty_cache() and retry once")
+                expect_address(
+                    got,
+                    want,
+                    here,
+                    HINT_BEST_FIT
+                    + "; on a full device: empty_cache() and retry once; the first segment at base_address",
+                    base,
+                )
                 live[got] = size
         history.append(operation)
         here = f"{label}, step {step}: {operation}; last ops {history[-4:]}"
@@ -613,9 +621,12 @@ def random_traces_unlimited(ex):
 
 @checks("CachingAllocator")
 def random_traces_full_device(ex):
-    """two random traces on a 64 MiB device: out-of-memory retries and refusals where the model has them"""
+    """two random traces on 64 and 48 MiB devices (the second from base_address 0x10000000): out-of-memory retries
+    and refusals where the model has them"""
     random_trace_against_model(ex, 12, 64 * MiB, 250, "random trace, capacity 64 MiB")
-    random_trace_against_model(ex, 13, 48 * MiB, 250, "random trace, capacity 48 MiB")
+    random_trace_against_model(
+        ex, 13, 48 * MiB, 250, "random trace, capacity 48 MiB, base_address=0x10000000", base=0x1000_0000
+    )
 
 
 @checks("CachingAllocator")

@@ -273,19 +273,27 @@ def single_process(seed, dtype, batches):
     return [p.detach().clone() for p in model.parameters()]
 
 
-def train_with_reducer(reducer_class, seed, dtype, batches, cap):
+def train_with_reducer(reducer_class, seed, dtype, batches, cap, groups=None):
     """In every rank: the same initial model (same seed), this rank's shards; zero_grad alternates between the
-    reducer's (in place) and torch's default (.grad = None, which the hook must bring back into the buffer)."""
+    reducer's (in place) and torch's default (.grad = None, which the hook must bring back into the buffer). With
+    `groups` (lists of ranks that partition the world), each rank's reducer gets its group, and the batch is sharded
+    over the group's members only."""
     rank, world = dist.get_rank(), dist.get_world_size()
+    options, index, size = {}, rank, world
+    if groups is not None:
+        handles = [dist.new_group(members) for members in groups]  # every rank creates every group, in order
+        members = next(members for members in groups if rank in members)
+        options["group"] = handles[groups.index(members)]
+        index, size = members.index(rank), len(members)
     torch.manual_seed(seed)
     model = Net().to(dtype)
-    reducer = reducer_class(params_of(model), bucket_cap_bytes=cap)
+    reducer = reducer_class(params_of(model), bucket_cap_bytes=cap, **options)
     for step, (x, y) in enumerate(batches):
         if step % 2 == 0:
             reducer.zero_grad()
         else:
             model.zero_grad(set_to_none=True)
-        loss_of(model, shard(x, rank, world).to(dtype), shard(y, rank, world).to(dtype)).backward()
+        loss_of(model, shard(x, index, size).to(dtype), shard(y, index, size).to(dtype)).backward()
         reducer.wait()
         sgd_step(model.parameters())
     return [p.detach().clone() for p in model.parameters()]
@@ -355,6 +363,29 @@ def matches_torch_distributed_data_parallel(ex):
             expect_close(
                 got, want, input=f"{label}, rank {rank}", what=name, hint="torch's DDP averages every gradient"
             )
+
+
+@checks("bucket_reducer")
+@one_thread()
+def averages_over_its_group(ex):
+    """group=: a world of 3 split into groups {0, 1} and {2}: each rank equals one process on the full batch"""
+    attempted(ex)
+    batches = make_batches(3, 12)
+    want = single_process(4, torch.float64, batches)
+    label = (
+        "world of 3 ranks, BucketReducer(..., group=) with groups [0, 1] (6 rows each) and [2] (12 rows), Net "
+        "float64, 3 SGD steps, bucket cap 352 bytes"
+    )
+    groups = [[0, 1], [2]]  # a reducer that uses the world instead of its group mixes in the third rank
+    results = ranks(train_with_reducer, 3, args=(ex.BucketReducer, 4, torch.float64, batches, 352, groups))
+    per_rank = expect_ranks_ok(results, input=label, hint="all-reduce over `group` and divide by its size")
+    expect_replicas(
+        per_rank,
+        want,
+        label=label,
+        hint="keep `group`: dist.get_world_size(group) and dist.all_reduce(..., group=group); the default group is "
+        "the whole world",
+    )
 
 
 class RecordedWork:

@@ -20,6 +20,7 @@ PRELOAD = ("torch._dynamo", "torch.optim")  # the first AdamW of a process impor
 FORBID = ("torch.nn.parallel.DistributedDataParallel",)
 INSTEAD = "wrap the model in your DDP from p02.ddp"
 STEPS, BATCH, SEQ = 6, 8, 16
+LR = 1e-2  # not train_2d's default 3e-3: a train_2d that ignores its lr is caught
 
 _cache: dict = {}
 
@@ -317,20 +318,26 @@ def train_run(ex):
     if key not in _cache:
         attempted(lambda: ex.train_2d({}, {}, [], TP))
         hf = make_model()
-        results = in_world(recorded, ex.train_2d, hf.state_dict(), config_of(hf), batches_of(STEPS, BATCH, SEQ), TP)
+        results = in_world(recorded, ex.train_2d, hf.state_dict(), config_of(hf), batches_of(STEPS, BATCH, SEQ), TP, LR)
         values = expect_ranks_ok(
             results,
-            input=f"world 4 = DP 2 x TP 2, {STEPS} steps of batches ({BATCH}, {SEQ + 1})",
+            input=f"world 4 = DP 2 x TP 2, {STEPS} steps of batches ({BATCH}, {SEQ + 1}), lr={LR}",
             hint="every rank creates every group, in the same order; DDP over the DP group",
         )
-        _cache[key] = (ex.train_2d, values, train_single(STEPS, torch.float64), train_single(STEPS, torch.float32))
+        _cache[key] = (
+            ex.train_2d,
+            values,
+            train_single(STEPS, torch.float64, LR),
+            train_single(STEPS, torch.float32, LR),
+        )
     return _cache[key][1:]
 
 
 @checks("train_2d")
 @one_thread()
 def loss_curve_equals_one_process(ex):
-    """DP 2 x TP 2 on 4 ranks, 6 AdamW steps: every rank's global losses equal one-process training of the HF model"""
+    """DP 2 x TP 2 on 4 ranks, 6 AdamW steps at lr 1e-2: every rank's global losses equal one-process training of
+    the HF model"""
     values, (oracle, _), (same_dtype, _) = train_run(ex)
     for rank, (value, _) in enumerate(values):
         losses = value["losses"] if isinstance(value, dict) else None
@@ -345,9 +352,10 @@ def loss_curve_equals_one_process(ex):
             torch.tensor(losses, dtype=torch.float32),
             oracle,
             baseline=same_dtype.float(),
-            input=f"rank {rank}, {describe(steps=STEPS)}",
+            input=f"rank {rank}, {describe(steps=STEPS)}, lr={LR}",
             what="loss curve",
-            hint="average gradients over the DP group only; record the mean of the replica losses over the DP group",
+            hint="average gradients over the DP group only; record the mean of the replica losses over the DP group; "
+            "AdamW with the lr given",
         )
 
 

@@ -204,6 +204,64 @@ def two_new_tokens_on_ragged_rows(ex):
         )
 
 
+def left_padded(rows):
+    """[(H_kv, L_b, D)] -> (B, H_kv, max L_b, D), zeros on the left of the shorter rows: the expected update result."""
+    longest = max(row.shape[1] for row in rows)
+    out = torch.zeros(len(rows), rows[0].shape[0], longest, rows[0].shape[2], dtype=rows[0].dtype)
+    for b, row in enumerate(rows):
+        out[b, :, longest - row.shape[1] :] = row
+    return out
+
+
+@checks("paged_forward")
+def layer_cache_update_with_num_new(ex):
+    """PagedLayerCache.update(k, v) and update(k, v, num_new=T for every row) (what a KVCache caller passes in decode
+    and for an unpadded chunk): both append T tokens per row and return the rows left-padded"""
+    heads, dim, lengths = 2, 8, [3, 6]
+    history = {seq_id: torch.randn(heads, length, dim) for seq_id, length in enumerate(lengths)}
+    values = {seq_id: torch.randn(heads, length, dim) for seq_id, length in enumerate(lengths)}
+    stores = {}
+    for how in ("num_new=None", "num_new=T"):
+        store = ex.PagedKVCache(16, 4, heads, dim)
+        for seq_id in history:
+            store.add_sequence(seq_id)
+            store.append(
+                seq_id, history[seq_id].transpose(0, 1).contiguous(), values[seq_id].transpose(0, 1).contiguous()
+            )
+        stores[how] = store
+    for T in (1, 2):
+        k, v = torch.randn(2, heads, T, dim), torch.randn(2, heads, T, dim)
+        for seq_id in history:
+            history[seq_id] = torch.cat([history[seq_id], k[seq_id]], dim=1)
+            values[seq_id] = torch.cat([values[seq_id], v[seq_id]], dim=1)
+        want_k, want_v = left_padded(list(history.values())), left_padded(list(values.values()))
+        for how, store in stores.items():
+            cache = ex.PagedLayerCache(store, [0, 1])
+            if how == "num_new=None":
+                got_k, got_v = cache.update(k, v)
+            else:
+                got_k, got_v = cache.update(k, v, num_new=torch.full((2,), T, dtype=torch.long))
+            label = f"rows of {[h.shape[1] - T for h in history.values()]} cached tokens, {T} new each, {how}"
+            for name, got, want in (("keys", got_k, want_k), ("values", got_v, want_v)):
+                expect(
+                    isinstance(got, torch.Tensor) and got.shape == want.shape and torch.equal(got, want),
+                    f"update returned the wrong {name}",
+                    input=label,
+                    expected=f"{tuple(want.shape)}: each row's cached and new {name}, zeros on the left",
+                    got=f"{tuple(got.shape)}" if isinstance(got, torch.Tensor) else repr(got)[:80],
+                    hint="append every row's T new tokens (num_new, KVCache's interface, is T for every row here), "
+                    "gather, left-pad to the longest row",
+                )
+            expect(
+                [store.lengths[s] for s in (0, 1)] == [h.shape[1] for h in history.values()],
+                "the store's lengths did not advance by T",
+                input=label,
+                expected=str([h.shape[1] for h in history.values()]),
+                got=str([store.lengths[s] for s in (0, 1)]),
+                hint="append the T new tokens of every row",
+            )
+
+
 @checks("paged_forward")
 @one_thread()
 def blocks_follow_lengths(ex):

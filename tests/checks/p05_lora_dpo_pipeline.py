@@ -112,6 +112,102 @@ def learner_dpo(ex):
 SFT_INPUT = "60 steps on the shipped SFT set (256 rows), batch 32, lr 3e-2, r 8, alpha 16"
 
 
+def answer_loss_with_grad(model, input_ids, labels):
+    """The reference SFT loss of a batch, with gradients: next-token cross-entropy over the labelled tokens."""
+    logits = model(input_ids=input_ids).logits[:, :-1]
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1))
+
+
+SFT_OPTIONS = dict(steps=3, batch_size=4, lr=5e-2, r=4, alpha=3.0, seed=7)  # none of them sft_stage's default
+SFT_OPTIONS_INPUT = "16 rows of the SFT set, steps=3, batch_size=4, lr=5e-2, r=4, alpha=3.0, seed=7"
+ADAPTER_SEED = 11  # the global seed before apply_lora draws lora_A, for yours and the reference alike
+
+
+def reference_sft_run(ex, base, input_ids, labels, options):
+    """This module's loop with the given options: (losses float64, logits float64, adapter shapes) from a float64
+    copy (the oracle), and (losses, logits) of a float32 copy (the baseline), both from the same initial adapters."""
+    with reference_only(), one_thread():
+        torch.manual_seed(ADAPTER_SEED)
+        start = ex.apply_lora(copy.deepcopy(base), ex.TARGETS, r=options["r"], alpha=options["alpha"])
+        shapes = {name: tuple(p.shape) for name, p in start.named_parameters() if "lora_" in name}
+        runs = []
+        for dtype in (torch.float64, torch.float32):
+            model = copy.deepcopy(start).to(dtype).train()
+            optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=options["lr"])
+            generator = torch.Generator().manual_seed(options["seed"])
+            losses = []
+            for _ in range(options["steps"]):
+                rows = torch.randint(0, input_ids.shape[0], (options["batch_size"],), generator=generator)
+                loss = answer_loss_with_grad(model, input_ids[rows], labels[rows])
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                losses.append(loss.item())
+            with torch.no_grad():
+                logits = model.eval()(input_ids=input_ids[:8]).logits
+            runs.append((torch.tensor(losses, dtype=dtype), logits))
+    return runs, shapes
+
+
+@checks("sft_stage")
+def sft_options_match_the_reference_loop(ex):
+    """lr, r, alpha, seed (none of them the default) on 3 steps: the losses, the adapters' shapes and the final logits
+    equal this module's own loop with the same options; the same seed again gives the same losses"""
+    base = ex.make_base()
+    input_ids, labels = ex.SFT_IDS[:16], ex.SFT_LABELS[:16]
+    ((oracle_losses, oracle_logits), (baseline_losses, baseline_logits)), shapes = reference_sft_run(
+        ex, base, input_ids, labels, SFT_OPTIONS
+    )
+    runs = []
+    for _ in range(2):
+        torch.manual_seed(ADAPTER_SEED)
+        with one_thread():
+            runs.append(ex.sft_stage(base, input_ids, labels, **SFT_OPTIONS))
+    (model, losses), (_, again) = runs
+    got_shapes = {name: tuple(p.shape) for name, p in model.named_parameters() if "lora_" in name}
+    expect(
+        got_shapes == shapes,
+        "the adapters do not have rank r",
+        input=SFT_OPTIONS_INPUT,
+        expected=f"lora_A (r, d_in), lora_B (d_out, r) with r = 4, e.g. {sorted(shapes.items())[:2]}",
+        got=f"{sorted(got_shapes.items())[:2]}",
+        hint="apply_lora(copy.deepcopy(base), TARGETS, r=r, alpha=alpha)",
+    )
+    expect(
+        isinstance(losses, list) and len(losses) == SFT_OPTIONS["steps"],
+        "the losses are not one float per step",
+        input=SFT_OPTIONS_INPUT,
+        expected="3 floats",
+        got=repr(losses)[:100],
+    )
+    expect_close(
+        torch.tensor(losses, dtype=torch.float32),
+        oracle_losses,
+        baseline=baseline_losses,
+        input=SFT_OPTIONS_INPUT,
+        what="SFT losses",
+        hint="rows from torch.Generator().manual_seed(seed); AdamW(lr=lr); the scale alpha / r is apply_lora's",
+    )
+    with torch.no_grad():
+        got_logits = model(input_ids=input_ids[:8]).logits
+    expect_close(
+        got_logits,
+        oracle_logits,
+        baseline=baseline_logits,
+        input=SFT_OPTIONS_INPUT + ", logits of 8 rows after training",
+        what="logits",
+        hint="train the adapters made with r and alpha, at the lr given",
+    )
+    expect(
+        again == losses,
+        "the same seed did not give the same losses",
+        input=SFT_OPTIONS_INPUT + ", run twice",
+        expected=str(losses),
+        got=str(again),
+        hint="draw every row from a torch.Generator seeded with seed, created in sft_stage",
+    )
+
+
 @checks("sft_stage")
 def sft_loss_falls(ex):
     """the SFT loss falls below 1.2 within 60 steps (recorded losses and the whole set's loss)"""
@@ -226,6 +322,89 @@ def heldout_outcome(ex, sft_model, policy):
             sft_ok = (sft_model(input_ids=prompts).logits[:, -1].argmax(-1) == rule).double()
         win = ((policy_ok > sft_ok).double() + 0.5 * (policy_ok == sft_ok).double()).mean().item()
     return margins.mean().item(), (margins > 0).double().mean().item(), win
+
+
+def completion_logps_with_grad(model, input_ids, prompt_len):
+    """(M,): sum of log p(token) over the tokens from prompt_len on, by cross-entropy, with gradients."""
+    logits = model(input_ids=input_ids).logits[:, prompt_len - 1 : -1]
+    targets = input_ids[:, prompt_len:]
+    nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none")
+    return -nll.view(targets.shape).sum(-1)
+
+
+DPO_OPTIONS = dict(prompt_len=3, steps=3, lr=5e-2, batch_size=4, seed=9)  # prompt_len, lr, seed not the defaults
+DPO_OPTIONS_INPUT = "a LoRA model with random B, 16 pairs, prompt_len=3, steps=3, lr=5e-2, batch_size=4, seed=9"
+METRICS = ("rewards/chosen", "rewards/rejected", "rewards/margins", "rewards/accuracies")
+
+
+def reference_dpo_metrics(sft_model, chosen, rejected, options, dtype):
+    """This module's DPO loop in `dtype`: (steps, 4) metrics in METRICS order, computed before each step's update."""
+    with reference_only(), one_thread():
+        policy = copy.deepcopy(sft_model).to(dtype).train()
+        reference = copy.deepcopy(sft_model).to(dtype).requires_grad_(False).eval()
+        optimizer = torch.optim.Adam([p for p in policy.parameters() if p.requires_grad], lr=options["lr"])
+        generator = torch.Generator().manual_seed(options["seed"])
+        rows = []
+        for _ in range(options["steps"]):
+            pairs = torch.randint(0, chosen.shape[0], (options["batch_size"],), generator=generator)
+            ids = torch.cat([chosen[pairs], rejected[pairs]])
+            mine = completion_logps_with_grad(policy, ids, options["prompt_len"])
+            with torch.no_grad():
+                theirs = completion_logps_with_grad(reference, ids, options["prompt_len"])
+            good, bad = (BETA * (mine - theirs)).chunk(2)  # implicit rewards of the chosen and rejected rows
+            loss = -F.logsigmoid(good - bad).mean()
+            good, bad = good.detach(), bad.detach()
+            rows.append([good.mean(), bad.mean(), (good - bad).mean(), (good > bad).to(dtype).mean()])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        return torch.tensor(rows, dtype=dtype)
+
+
+@checks("dpo_stage")
+def dpo_options_match_the_reference_loop(ex):
+    """prompt_len=3 (the last prompt token scored too), lr and seed (none of them the default) on 3 steps: every logged
+    metric equals this module's own DPO loop with the same options; the same seed again gives the same metrics"""
+    sft_model = adapter_model(ex, torch.float32)
+    for name, param in sft_model.named_parameters():  # as after the SFT stage: the adapters trainable
+        param.requires_grad_("lora_" in name)
+    chosen, rejected = ex.PAIR_CHOSEN[:16], ex.PAIR_REJECTED[:16]
+    oracle = reference_dpo_metrics(sft_model, chosen, rejected, DPO_OPTIONS, torch.float64)
+    baseline = reference_dpo_metrics(sft_model, chosen, rejected, DPO_OPTIONS, torch.float32)
+    runs = []
+    for _ in range(2):
+        with one_thread():
+            runs.append(ex.dpo_stage(sft_model, chosen, rejected, beta=BETA, **DPO_OPTIONS)[1])
+    history, again = runs
+    expect(
+        isinstance(history, list)
+        and len(history) == DPO_OPTIONS["steps"]
+        and all(isinstance(m, dict) and all(k in m for k in METRICS) for m in history),
+        "the history is not one metrics dict per step",
+        input=DPO_OPTIONS_INPUT,
+        expected=f"3 dicts with {', '.join(METRICS)}",
+        got=repr(history)[:120],
+        hint="append the metrics that dpo_batch_loss returns, once per step",
+    )
+    got = torch.tensor([[m[k] for k in METRICS] for m in history], dtype=torch.float32)
+    for column, name in enumerate(METRICS):
+        expect_close(
+            got[:, column],
+            oracle[:, column],
+            baseline=baseline[:, column],
+            input=DPO_OPTIONS_INPUT,
+            what=f"{name} per step",
+            hint="completion_mask 1 from column prompt_len on; pairs from torch.Generator().manual_seed(seed); "
+            "AdamW(lr=lr)",
+        )
+    expect(
+        again == history,
+        "the same seed did not give the same metrics",
+        input=DPO_OPTIONS_INPUT + ", run twice",
+        expected=str(history)[:120],
+        got=str(again)[:120],
+        hint="draw every batch from a torch.Generator seeded with seed, created in dpo_stage",
+    )
 
 
 @checks("dpo_stage")

@@ -217,6 +217,47 @@ def bad_cache_arguments_refused(ex):
     )
 
 
+@checks("CachedLM")
+@one_thread()
+def max_len_bounds_the_caches(ex):
+    """CachedLM(model, max_len=6): 4 + 2 tokens fill it (right logits), a 7th is refused (ValueError, nothing kept),
+    and after rollback(3) there is room for 3 again"""
+    target, _ = ex.make_pair(seed=4)
+    lm = ex.CachedLM(target, max_len=6)
+    tokens = torch.randint(0, ex.VOCAB, (9,)).tolist()
+    lm.extend(tokens[:4])
+    expect_rows(
+        lm.extend(tokens[4:6]),
+        target,
+        tokens[:6],
+        slice(4, 6),
+        input="CachedLM(target, max_len=6): 4 then 2 tokens (exactly max_len)",
+        hint="max_len positions fit: KVCache(max_len) for every layer",
+    )
+    expect_value_error(
+        lambda: lm.extend(tokens[6:7]),
+        input="CachedLM(target, max_len=6) holding 6 positions, extend of a 7th token",
+        hint="build every layer's KVCache with the max_len given (KVCache(max_len)): its update refuses a 7th position",
+    )
+    expect(
+        lm.length == 6,
+        "a refused extend changed the cache",
+        input="CachedLM(target, max_len=6) holding 6 positions, a refused 7th token",
+        expected="length 6",
+        got=f"length {lm.length}",
+        hint="KVCache.update refuses before writing anything",
+    )
+    lm.rollback(3)
+    expect_rows(
+        lm.extend(tokens[6:9]),
+        target,
+        tokens[:3] + tokens[6:9],
+        slice(3, 6),
+        input="CachedLM(target, max_len=6): 6 cached, rollback(3), then 3 different tokens",
+        hint="rollback frees the positions from `length` on",
+    )
+
+
 # -------------------------------------------------------------------------------------------- speculative_decode
 
 

@@ -7,6 +7,8 @@ configuration after its 60 steps against a stated target (a bigram model scores 
 against the learner's p02 `generate_greedy`; seeded samples against the exact tempered top-k distribution (chi-square,
 false-alarm rate 1e-3); the samples of a trained model against a distinct-bigram target and a likelihood bound."""
 
+import contextlib
+import io
 import math
 import os
 import sys
@@ -28,6 +30,7 @@ from llm_algo.check import (
     expect_value_error,
     one_thread,
     reference_only,
+    replacing,
 )
 from llm_algo.paths import repo_root
 
@@ -761,6 +764,77 @@ def train_refuses_bad_arguments(ex):
                 )
             finally:
                 os.chdir(here)
+
+
+@checks("TrainingRun")
+def model_is_built_on_the_device_given(ex):
+    """TrainingRun(..., device="meta") (a device without storage: shapes only) puts every parameter and buffer there"""
+    run = ex.TrainingRun(tiny_args(ex), small_config(ex), device="meta")
+    tensors = [("parameter " + n, t) for n, t in run.model.named_parameters()]
+    tensors += [("buffer " + n, t) for n, t in run.model.named_buffers()]
+    elsewhere = [f"{name} on {tensor.device}" for name, tensor in tensors if tensor.device.type != "meta"]
+    expect(
+        tensors and not elsewhere and torch.device(run.device).type == "meta",
+        "the model is not on the device the run was given",
+        input='TrainingRun(ModelArgs(tiny), TrainConfig(small), device="meta")',
+        expected="run.device == torch.device('meta') and every parameter and buffer of run.model on meta",
+        got=f"run.device {getattr(run, 'device', None)!r}; {len(elsewhere)} elsewhere, e.g. {elsewhere[:2]}",
+        hint="self.device = torch.device(device); TinyLlama(model_args).to(self.device)",
+    )
+
+
+class BarRecorder:
+    """The notebook's `tqdm` while a check runs: whether each bar it made is shown (not disabled)."""
+
+    def __init__(self, original):
+        self.original, self.shown = original, []
+
+    def __call__(self, *args, **kwargs):
+        bar = self.original(*args, **kwargs)
+        self.shown.append(not getattr(bar, "disable", False))
+        return bar
+
+
+def train_watching_bars(ex, stream, steps, **kwargs):
+    """A fresh small run trained for `steps`: (losses, final weights, whether a progress bar was shown: by the
+    notebook's tqdm, or as tqdm's text on stderr)."""
+    original = ex._namespace.get("tqdm")
+    if original is None:
+        from tqdm.auto import tqdm as original
+    run = ex.TrainingRun(tiny_args(ex), small_config(ex))
+    written = io.StringIO()
+    with replacing(ex, "tqdm", BarRecorder(original)) as recorder, contextlib.redirect_stderr(written):
+        losses = run.train(stream, steps, **kwargs)
+    text = written.getvalue()
+    shown = any(recorder.shown) or "it/s" in text or "s/it" in text
+    return losses, [p.detach().clone() for p in run.model.parameters()], shown
+
+
+@checks("TrainingRun")
+@one_thread()
+def progress_shows_a_bar_and_changes_nothing_else(ex):
+    """train(..., progress=True) shows a bar (progress=False none) and gives the same losses and weights, bit for bit"""
+    stream = torch.randint(0, 40, (200,)).to(torch.uint16)
+    quiet_losses, quiet_weights, quiet_bar = train_watching_bars(ex, stream, 3)
+    loud_losses, loud_weights, loud_bar = train_watching_bars(ex, stream, 3, progress=True)
+    case = "two fresh runs (same seed), train(tokens, 3) and train(tokens, 3, progress=True)"
+    expect(
+        loud_bar and not quiet_bar,
+        "progress does not decide whether a bar is shown",
+        input=case,
+        expected="a tqdm bar with progress=True, none with progress=False",
+        got=f"bar with progress=True: {loud_bar}; with progress=False: {quiet_bar}",
+        hint="tqdm(range(self.step, until_step), disable=not progress) with the setup's tqdm",
+    )
+    same = all(torch.equal(a, b) for a, b in zip(quiet_weights, loud_weights, strict=True))
+    expect(
+        loud_losses == quiet_losses and same,
+        "the progress bar changed the training",
+        input=case,
+        expected=f"the same losses {[round(v, 5) for v in quiet_losses]} and weights",
+        got=f"losses {[round(v, 5) for v in loud_losses]}; weights equal: {same}",
+        hint="the bar only wraps the range of steps: nothing else may depend on progress",
+    )
 
 
 @checks("TrainingRun")

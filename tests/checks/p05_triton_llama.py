@@ -301,6 +301,44 @@ def batch_tokens(vocab, batch=2, seq=16, seed=0, ignore=()):
 
 
 @checks("TritonLlama")
+def weights_take_the_dtype_given(ex):
+    """TritonLlama(..., dtype=bfloat16): every weight a bfloat16 copy of the state dict's (built, not run: the CPU
+    interpreter has no bfloat16 kernels); dtype=float32 is refused (ValueError: the attention kernels need 16 bits)"""
+    hf = hf_model(seed=3)
+    state = hf.state_dict()
+    model = ex.TritonLlama(state, hf.config, dtype=torch.bfloat16, device=triton_device())
+    label = "TritonLlama(tiny state_dict (float32), config, dtype=torch.bfloat16)"
+    names = dict(model.named_parameters())
+    expect(
+        {model_hf_name(n) for n in names} == set(state),
+        "the model's parameters are not named as the exercise asks",
+        input=label,
+        expected="embed_tokens, layers.{i}.<q_proj, ...>, norm, lm_head",
+        got=", ".join(sorted(names))[:200],
+        hint="nn.Parameter attributes embed_tokens, norm, lm_head and an nn.ModuleList `layers` of blocks",
+    )
+    wrong = [
+        f"{name} {param.dtype}"
+        for name, param in names.items()
+        if param.dtype != torch.bfloat16 or not torch.equal(param.detach().cpu(), state[model_hf_name(name)].bfloat16())
+    ]
+    expect(
+        not wrong,
+        "weights are not bfloat16 copies of the state dict",
+        input=label,
+        expected="every parameter state_dict[key].to(torch.bfloat16)",
+        got=f"{len(wrong)} differ, e.g. {wrong[:3]}",
+        hint="pass dtype to every parameter and to every TritonLlamaBlock: .to(device=device, dtype=dtype)",
+    )
+    expect_refused(
+        lambda: ex.TritonLlama(state, hf.config, dtype=torch.float32, device=triton_device()),
+        "TritonLlama(tiny state_dict, config, dtype=torch.float32)",
+        "pass dtype on to the blocks, which refuse anything but float16 and bfloat16",
+        errors=(ValueError,),
+    )
+
+
+@checks("TritonLlama")
 @one_thread()
 def logits_and_loss_equal_hf(ex):
     """logits equal LlamaForCausalLM's, the loss equals cross-entropy of the float64 logits (with ignored targets)"""

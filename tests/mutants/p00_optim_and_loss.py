@@ -195,4 +195,18 @@ MUTANTS = [
         [("        if nesterov and (momentum <= 0 or dampening != 0):", "        if False:")],
         mistake_zh="接受没有动量的 Nesterov",
     ),
+    Mutant(
+        "sgd_optimizer",
+        "closure_loss_dropped",
+        "calls the closure but returns None from step(closure) instead of the closure's loss",
+        [("loss = closure()", "closure()")],
+        mistake_zh="调用了 closure，但 step(closure) 返回 None 而不是 closure 的损失",
+    ),
+    Mutant(
+        "sgd_optimizer",
+        "closure_without_grad",
+        "calls the closure inside step's torch.no_grad(), so its backward has no graph",
+        [("with torch.enable_grad():", "if True:")],
+        mistake_zh="在 step 的 torch.no_grad() 里直接调用 closure，其中的反向传播没有计算图",
+    ),
 ]

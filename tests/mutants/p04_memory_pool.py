@@ -129,4 +129,16 @@ MUTANTS = [
         [("block.allocated, block.requested = True, size", "block.allocated, block.requested = True, rounded")],
         mistake_zh="把取整后的大小记录为请求大小",
     ),
+    Mutant(
+        "CachingAllocator",
+        "ignores_base_address",
+        "starts the first segment at the default 0x7f0000000000 whatever base_address says",
+        [
+            (
+                "self._next_address = base_address  # where the next segment starts",
+                "self._next_address = 0x7F00_0000_0000  # where the next segment starts",
+            )
+        ],
+        mistake_zh="无论 base_address 是多少，第一个 segment 都从默认的 0x7f0000000000 开始",
+    ),
 ]

@@ -114,4 +114,18 @@ MUTANTS = [
         [("if self.next_bucket != len(self.buckets):", "if False:")],
         mistake_zh="wait() 不检查每个桶是否都已发起",
     ),
+    Mutant(
+        "bucket_reducer",
+        "ignores_group",
+        "keeps group=None: every all-reduce and the division run over the whole world, not the group it was given",
+        [("self.params, self.group = list(params), group", "self.params, self.group = list(params), None")],
+        mistake_zh="忽略了 group 参数：all-reduce 和除法都在整个 world 上进行，而不是在给定的进程组内",
+    ),
+    Mutant(
+        "bucket_reducer",
+        "ignores_bucket_cap",
+        "buckets with the default 25 MiB cap whatever bucket_cap_bytes says (one bucket for a small model)",
+        [("assign_buckets(self.params, bucket_cap_bytes)", "assign_buckets(self.params, 25 * 2**20)")],
+        mistake_zh="无论 bucket_cap_bytes 是多少都按默认的 25 MiB 分桶（小模型只有一个桶）",
+    ),
 ]

@@ -101,4 +101,16 @@ MUTANTS = [
         ],
         mistake_zh="不检查 slices 是否至少为 1",
     ),
+    Mutant(
+        "ring_allreduce",
+        "world_rank_and_size",
+        "takes its rank and the ring's size from the whole world instead of from `group`",
+        [
+            (
+                "rank, size = dist.get_rank(group), dist.get_world_size(group)",
+                "rank, size = dist.get_rank(), dist.get_world_size()",
+            )
+        ],
+        mistake_zh="从整个 world 而不是从 group 取自己的 rank 和环的大小",
+    ),
 ]

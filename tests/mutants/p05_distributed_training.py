@@ -106,4 +106,16 @@ MUTANTS = [
         [("optimizer.zero_grad(set_to_none=True)", "pass")],
         mistake_zh="从不清零梯度：每一步都叠加了之前所有步的梯度",
     ),
+    Mutant(
+        "train_2d",
+        "ignores_lr",
+        "builds AdamW with the default learning rate 3e-3 whatever `lr` says",
+        [
+            (
+                "torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)",
+                "torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)",
+            )
+        ],
+        mistake_zh="无论 lr 是多少都用默认学习率 3e-3 构造 AdamW",
+    ),
 ]

@@ -130,4 +130,11 @@ MUTANTS = [
         ],
         mistake_zh="对运行中的请求逐个前向解码，而不是合成一次批量前向",
     ),
+    Mutant(
+        "paged_forward",
+        "update_without_num_new",
+        "drops KVCache's num_new parameter from PagedLayerCache.update, so a caller that passes it fails",
+        [("def update(self, k, v, num_new=None):", "def update(self, k, v):")],
+        mistake_zh="PagedLayerCache.update 去掉了 KVCache 接口的 num_new 参数，传入它的调用方会出错",
+    ),
 ]

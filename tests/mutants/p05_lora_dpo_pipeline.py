@@ -88,4 +88,80 @@ MUTANTS = [
         [("merged = copy.deepcopy(model)", "merged = model")],
         mistake_zh="直接合并进输入模型本身，而不是它的副本",
     ),
+    Mutant(
+        "sft_stage",
+        "sft_ignores_lr",
+        "builds AdamW with the default learning rate 3e-2 whatever `lr` says",
+        [
+            (
+                "torch.optim.AdamW(params, lr=lr, weight_decay=0.0)",
+                "torch.optim.AdamW(params, lr=3e-2, weight_decay=0.0)",
+            )
+        ],
+        mistake_zh="无论 lr 是多少都用默认学习率 3e-2 构造 AdamW",
+    ),
+    Mutant(
+        "sft_stage",
+        "sft_ignores_rank",
+        "makes the adapters of the default rank 8 whatever `r` says",
+        [
+            (
+                "apply_lora(copy.deepcopy(base), TARGETS, r=r, alpha=alpha)",
+                "apply_lora(copy.deepcopy(base), TARGETS, r=8, alpha=alpha)",
+            )
+        ],
+        mistake_zh="无论 r 是多少，适配器的秩都取默认的 8",
+    ),
+    Mutant(
+        "sft_stage",
+        "sft_ignores_alpha",
+        "scales the adapters with the default alpha 16 whatever `alpha` says",
+        [
+            (
+                "apply_lora(copy.deepcopy(base), TARGETS, r=r, alpha=alpha)",
+                "apply_lora(copy.deepcopy(base), TARGETS, r=r, alpha=16.0)",
+            )
+        ],
+        mistake_zh="无论 alpha 是多少，适配器都按默认的 alpha=16 缩放",
+    ),
+    Mutant(
+        "sft_stage",
+        "sft_ignores_seed",
+        "seeds the row sampler with 0 whatever `seed` says",
+        [("generator = torch.Generator().manual_seed(seed)", "generator = torch.Generator().manual_seed(0)")],
+        mistake_zh="无论 seed 是多少，抽样生成器都用 0 做种子",
+    ),
+    Mutant(
+        "sft_stage",
+        "sft_global_rng_rows",
+        "draws the rows from the global random state instead of a generator seeded with `seed`",
+        [
+            (
+                "rows = torch.randint(0, input_ids.shape[0], (batch_size,), generator=generator)",
+                "rows = torch.randint(0, input_ids.shape[0], (batch_size,))",
+            )
+        ],
+        mistake_zh="从全局随机状态而不是用 seed 做种子的生成器里抽样本行",
+    ),
+    Mutant(
+        "dpo_stage",
+        "dpo_ignores_lr",
+        "builds AdamW with the default learning rate 2e-2 whatever `lr` says",
+        [("if p.requires_grad], lr=lr, weight_decay=0.0)", "if p.requires_grad], lr=2e-2, weight_decay=0.0)")],
+        mistake_zh="无论 lr 是多少都用默认学习率 2e-2 构造 AdamW",
+    ),
+    Mutant(
+        "dpo_stage",
+        "dpo_ignores_prompt_len",
+        "masks the completion from the module's PROMPT_LEN whatever `prompt_len` says",
+        [("completion_mask[:, prompt_len:] = 1", "completion_mask[:, PROMPT_LEN:] = 1")],
+        mistake_zh="无论 prompt_len 是多少，completion 掩码都从模块常量 PROMPT_LEN 开始",
+    ),
+    Mutant(
+        "dpo_stage",
+        "dpo_ignores_seed",
+        "seeds the pair sampler with 0 whatever `seed` says",
+        [("generator = torch.Generator().manual_seed(seed)", "generator = torch.Generator().manual_seed(0)")],
+        mistake_zh="无论 seed 是多少，抽样生成器都用 0 做种子",
+    ),
 ]

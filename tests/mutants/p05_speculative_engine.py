@@ -77,4 +77,16 @@ MUTANTS = [
         [("emitted = int(p.argmax()) if greedy else", "emitted = x if greedy else")],
         mistake_zh="贪心模式下在第一个不一致处输出草稿的 token，而不是目标模型的 argmax",
     ),
+    Mutant(
+        "CachedLM",
+        "ignores_max_len",
+        "builds every layer's cache with the default room of 256 positions whatever max_len says",
+        [
+            (
+                "self.caches = [KVCache(max_len) for _ in model.layers]",
+                "self.caches = [KVCache(256) for _ in model.layers]",
+            )
+        ],
+        mistake_zh="无论 max_len 是多少，每层的缓存都按默认的 256 个位置构造",
+    ),
 ]

@@ -247,4 +247,25 @@ MUTANTS = [
         [("logits = model(input_ids, caches=caches)[:, -1]", "logits = model(input_ids, caches=caches)[:, 0]")],
         mistake_zh="取预填充 logits 的第一个位置，而不是最后一个",
     ),
+    Mutant(
+        "TrainingRun",
+        "model_not_moved",
+        "builds the model on the CPU whatever device the run was given",
+        [("self.model = TinyLlama(model_args).to(self.device)", "self.model = TinyLlama(model_args)")],
+        mistake_zh="无论给定哪个 device，模型都建在 CPU 上",
+    ),
+    Mutant(
+        "TrainingRun",
+        "bar_always_off",
+        "never shows the progress bar (progress is ignored)",
+        [("disable=not progress", "disable=True")],
+        mistake_zh="从不显示进度条（忽略了 progress）",
+    ),
+    Mutant(
+        "TrainingRun",
+        "bar_always_on",
+        "shows the progress bar whatever progress says",
+        [("disable=not progress", "disable=False")],
+        mistake_zh="无论 progress 是什么都显示进度条",
+    ),
 ]

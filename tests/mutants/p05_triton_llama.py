@@ -124,4 +124,28 @@ MUTANTS = [
         ],
         mistake_zh="用 F.cross_entropy 计算损失，而不是你自己的融合内核",
     ),
+    Mutant(
+        "TritonLlama",
+        "blocks_in_float16",
+        "builds every block in float16 whatever dtype the model was given",
+        [
+            (
+                "self.layers.append(TritonLlamaBlock(sub, config, dtype=dtype, device=device))",
+                "self.layers.append(TritonLlamaBlock(sub, config, dtype=torch.float16, device=device))",
+            )
+        ],
+        mistake_zh="无论模型给定哪个 dtype，每个 block 都用 float16 构造",
+    ),
+    Mutant(
+        "TritonLlama",
+        "outer_weights_in_float16",
+        "keeps the embedding, the final norm and the head in float16 whatever dtype the model was given",
+        [
+            (
+                "return nn.Parameter(state_dict[key].detach().clone().to(device=device, dtype=dtype))",
+                "return nn.Parameter(state_dict[key].detach().clone().to(device=device, dtype=torch.float16))",
+            )
+        ],
+        mistake_zh="无论模型给定哪个 dtype，embedding、最后的 norm 和输出头都保持 float16",
+    ),
 ]
