@@ -161,7 +161,7 @@ def record_step(optimizer, live):
         return prefetch(g)
 
     def recorded_update(g):
-        measured = live.alive_bytes()
+        measured = (live.alive_bytes(), live.alive())
         staged = optimizer.staged.get(g, [])
         host = optimizer.host_state
         aliased = any(
@@ -244,7 +244,7 @@ def prefetch_order_and_device_memory(ex):
             for kind, g, info in events:
                 if kind != "update":
                     continue
-                measured, memory, aliased = info
+                (measured, tensors), memory, aliased = info
                 where = f"{label}, step {step + 1}, at the start of update {g}"
                 expect(
                     not aliased,
@@ -261,8 +261,8 @@ def prefetch_order_and_device_memory(ex):
                     input=where,
                     expected=f"{want_device} bytes alive (groups {g} and {g + 1} staged: {per_element} bytes per "
                     "element)",
-                    got=f"{measured} bytes of tensors that this step allocated on {optimizer.device} still alive "
-                    "(measured by the checks, weak references)",
+                    got=f"{measured} bytes in {tensors} tensors that this step allocated on {optimizer.device} "
+                    "and still holds (measured by the checks, weak references)",
                     hint="stage a group in _prefetch and drop every reference to it at the end of _update (del "
                     "self.staged[g]; no other list or attribute may keep the tensors)"
                     if measured > want_device
@@ -276,13 +276,13 @@ def prefetch_order_and_device_memory(ex):
                     got=str(memory),
                     hint="memory() sums numel * element_size over self.staged and over self.host_state",
                 )
-            measured = live.alive_bytes()
+            measured, tensors = live.alive_bytes(), live.alive()
             expect(
                 measured == 0,
                 "moments left on the device after the step",
                 input=f"{label}, after step {step + 1}",
                 expected="0 bytes of the step's device tensors alive",
-                got=f"{measured} bytes still alive (measured by the checks, weak references)",
+                got=f"{measured} bytes in {tensors} tensors still alive (measured by the checks, weak references)",
                 hint="every _update drops its group: nothing the step staged may outlive it",
             )
             after = optimizer.memory()
