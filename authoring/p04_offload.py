@@ -31,10 +31,11 @@ def build() -> LessonBuilder:
         moments are already being copied on a side stream, ordered by CUDA events. On this CPU the stream calls
         are a wrapper that does nothing (the code path is the same); the lesson explains what each one does on a
         GPU. **Graded against** `torch.optim.AdamW` (same parameters and moments after several steps), a
-        recorder of the order of prefetches and updates, the closed-form memory split between device and host,
-        a recorder of the copies (every transfer `non_blocking=True`), a recorder of the stream and event calls
-        (copies on the side stream, an event recorded after them and waited on before the update, the next group's
-        copies issued first), and, on a GPU, pinned memory and the same order with real streams and events.
+        recorder of the order of prefetches and updates, the bytes held on the device measured by the checks
+        (every tensor the step allocates there, followed by weak references) against the closed-form split between
+        device and host, then `memory()` against that measurement, a recorder of the copies (every transfer
+        `non_blocking=True`), a recorder of the stream and event calls (copies on the side stream, an event
+        recorded after them and waited on before the update, the next group's copies issued first), and, on a GPU, pinned memory and the same order with real streams and events.
     """
     )
     lesson.md(r"""
@@ -159,6 +160,8 @@ def build() -> LessonBuilder:
           moments still travel; that keeps the groups simple).
         - `memory()`: `{"device": bytes staged, "host": bytes of host_state}`: per element $2b$ staged or on the
           host for moments in the parameter's $b$-byte dtype, 12 with master weights (two fp32 moments + fp32 master).
+          The checks weigh the tensors your step allocates on the device themselves (weak references), so a group
+          is off the device only when nothing refers to it any more.
 
         Refuse (ValueError) `lr < 0`, betas outside $[0, 1)$, `eps <= 0`, `weight_decay < 0`, `group_numel < 1`,
         no parameters, the same parameter twice, parameters on different devices; (TypeError) a non-tensor.
@@ -330,8 +333,11 @@ def build() -> LessonBuilder:
 
         **Validation and groups.** Hyperparameters are checked as in `torch.optim.AdamW`. The groups are closed
         before they would exceed `group_numel`, so a group is the unit of device memory for the moments: at most
-        two groups are staged at once (the one being updated and the one prefetched), which `memory()` makes
-        visible and the checks verify against the closed form.
+        two groups are staged at once (the one being updated and the one prefetched). The checks do not take
+        `memory()`'s word for it: they watch every tensor the step allocates on the device (on this CPU, the CPU),
+        follow each with a weak reference, and weigh those still alive at the start of each update against the
+        closed form, and zero after the step; only then do they compare `memory()` with what they measured. A
+        staged group kept anywhere (in `self.staged`, another list, an attribute) stays alive and is counted.
 
         **What `memory()` counts on a GPU.** The CPU only *enqueues* work, and usually runs ahead of the GPU: by
         the time `_update(g)` returns, the GPU may not have started it, and `del self.staged[g]` only returns the
@@ -359,7 +365,8 @@ def build() -> LessonBuilder:
 
         **The usual mistakes, and why they are wrong**: prefetching a group
         only when it is its turn (no overlap: the recorder sees update $g$ before prefetch $g+1$); keeping every
-        group on the device (memory); a blocking copy (`non_blocking` missing); the copy back forgotten (the
+        group on the device (memory); spent groups kept in another list or attribute while `memory()`, summing
+        `self.staged`, reports two (the measured bytes); a blocking copy (`non_blocking` missing); the copy back forgotten (the
         moments on the host never change: the second step differs); the step count incremented per group instead
         of per step; staged moments never dropped (device memory grows with every group); the master never
         copied into the parameter; bf16 moments next to an fp32 master; and, from the recorder of stream calls, the

@@ -1,15 +1,18 @@
-"""Checks for p04.offload. References: `torch.optim.AdamW` (parameters and moments after several steps, float64
-step for step, float32 with torch's float32 run as the baseline); the order of `_prefetch`/`_update` calls and the
-bytes staged on the device, recorded around the learner's methods and compared with closed forms from the
-parameter counts; the copies seen by a TorchFunctionMode recorder; the order of the side stream's calls (copies inside `with side:`,
-`record`, `wait`, `hand_over`, `synchronize`) against the copies and the update of every group, recorded around the
-learner's `self.side` on every device (on a GPU around real streams and events); on a GPU, pinned host memory. No
-check times a step: a speed is measured in a benchmark, never asserted."""
+"""Checks for p04.offload. References: `torch.optim.AdamW` (parameters and moments after several steps, float64 step
+for step, float32 with torch's float32 run as the baseline); the order of `_prefetch`/`_update` calls, recorded
+around the learner's methods, and the bytes the step holds on the device, measured (every allocation on the device
+during the step, weak references in a `LiveTensors`) and compared with closed forms from the parameter counts, then
+`memory()` compared with the measurement; the copies seen by a TorchFunctionMode recorder; the order of the side
+stream's calls (copies inside `with side:`, `record`, `wait`, `hand_over`, `synchronize`) against the copies and the
+update of every group, recorded around the learner's `self.side` on every device (on a GPU around real streams and
+events); on a GPU, pinned host memory. No check times a step: a speed is measured in a benchmark, never asserted."""
 
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from llm_algo.check import Checks, expect, expect_close, expect_refused, one_thread, reference_only
+from llm_algo.check.ledger import LiveTensors, tensors_in
 from llm_algo.check.restrictions import ADAM
 
 checks = Checks("p04.offload")
@@ -120,8 +123,36 @@ def expected_groups(numels, group_numel):
     return [list(range(s, e)) for s, e in zip(starts, ends, strict=True)]
 
 
-def record_step(optimizer):
-    """Wrap the optimizer's _prefetch and _update: the call order and memory() at each _update's start."""
+class StagedWatch(TorchDispatchMode):
+    """While active (one step): every tensor an operation allocates on the optimizer's device (on the CPU path the
+    device is the CPU) enters `live`, a `LiveTensors` (weak references), weighed by its own bytes. Views and in-place
+    results share an input's storage and are not allocations; the host moments, the parameters and their gradients
+    are not the step's. So `live.alive_bytes()` is what the step has allocated on the device and still holds (staged
+    moments, buffers, anything the learner keeps), measured by the package, whatever `memory()` says."""
+
+    def __init__(self, optimizer, live):
+        super().__init__()
+        self.device, self.live = torch.device(optimizer.device), live
+        owned = [t for host in optimizer.host_state for t in host] + list(optimizer.params)
+        owned += [p.grad for p in optimizer.params if p.grad is not None]
+        self.excluded = {t.untyped_storage().data_ptr() for t in owned}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        inputs = {t.untyped_storage().data_ptr() for t in tensors_in([list(args), kwargs])}
+        for t in tensors_in(out if isinstance(out, (list, tuple)) else [out]):
+            storage = t.untyped_storage()
+            key = storage.data_ptr()
+            if t.device == self.device and key and key not in inputs and key not in self.excluded:
+                self.live.add(t, size=storage.nbytes(), sample=False)
+        return out
+
+
+def record_step(optimizer, live):
+    """Wrap the optimizer's _prefetch and _update: the call order and, at each _update's start, the bytes the step
+    holds on the device as measured by `live` (see StagedWatch), what memory() reports, and whether a staged tensor
+    is a host tensor itself."""
     events = []
     prefetch, update = optimizer._prefetch, optimizer._update
 
@@ -130,6 +161,7 @@ def record_step(optimizer):
         return prefetch(g)
 
     def recorded_update(g):
+        measured = (live.alive_bytes(), live.alive())
         staged = optimizer.staged.get(g, [])
         host = optimizer.host_state
         aliased = any(
@@ -137,17 +169,24 @@ def record_step(optimizer):
             for i, pair in zip(optimizer.groups[g], staged, strict=False)
             for s, h in zip(pair, host[i], strict=True)
         )
-        events.append(("update", g, (optimizer.memory(), aliased)))
+        events.append(("update", g, (measured, optimizer.memory(), aliased)))
         return update(g)
 
     optimizer._prefetch, optimizer._update = recorded_prefetch, recorded_update
     return events
 
 
+def host_bytes_of(optimizer):
+    """The bytes of the host tensors, counted by the checks (each storage once)."""
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for ts in optimizer.host_state for t in ts}
+    return sum(storages.values())
+
+
 @checks("offloaded_adamw")
 def prefetch_order_and_device_memory(ex):
     """the groups of the rule; prefetch 0, prefetch 1, update 0, prefetch 2, ...; during update g exactly groups g
-    and g+1 staged (closed form: 2 moments x numel x bytes); nothing staged between steps; host = all moments"""
+    and g+1 on the device, measured (the step's allocations on the device still alive, weak references; closed form:
+    2 moments x numel x bytes) and then memory() compared with the measurement; nothing held between steps"""
     cases = (
         (torch.float32, 40, False),
         (torch.float64, 1, False),
@@ -173,11 +212,22 @@ def prefetch_order_and_device_memory(ex):
         per_element = 12 if master else 2 * torch.tensor([], dtype=dtype).element_size()
         state_bytes = [per_element * sum(numels[i] for i in g) for g in groups]
         host_bytes = per_element * sum(numels)
+        expect(
+            host_bytes_of(optimizer) == host_bytes,
+            "the host tensors do not hold the optimizer state",
+            input=label,
+            expected=f"{host_bytes} bytes in host_state ({per_element} per element)",
+            got=f"{host_bytes_of(optimizer)} bytes",
+            hint="host_state[i]: (exp_avg, exp_avg_sq), with master weights (exp_avg, exp_avg_sq, master) in fp32",
+        )
         for step in range(2):
-            events = record_step(optimizer)
             for p in params:
                 p.grad = torch.ones_like(p)
-            optimizer.step()
+            live = LiveTensors()
+            events = record_step(optimizer, live)
+            with StagedWatch(optimizer, live):
+                optimizer.step()
+            del optimizer._prefetch, optimizer._update  # the class's methods again
             want_order = [("prefetch", 0)]
             for g in range(len(groups)):
                 want_order += [("prefetch", g + 1)] if g + 1 < len(groups) else []
@@ -194,17 +244,8 @@ def prefetch_order_and_device_memory(ex):
             for kind, g, info in events:
                 if kind != "update":
                     continue
-                memory, aliased = info
-                want_device = state_bytes[g] + (state_bytes[g + 1] if g + 1 < len(groups) else 0)
-                expect(
-                    memory == {"device": want_device, "host": host_bytes},
-                    "the bytes staged on the device are not the groups in flight",
-                    input=f"{label}, step {step + 1}, at the start of update {g}",
-                    expected=f"{{'device': {want_device}, 'host': {host_bytes}}} (groups {g} and {g + 1} staged)",
-                    got=str(memory),
-                    hint="stage a group in _prefetch, delete self.staged[g] at the end of _update; memory() sums "
-                    "numel * element_size",
-                )
+                (measured, tensors), memory, aliased = info
+                where = f"{label}, step {step + 1}, at the start of update {g}"
                 expect(
                     not aliased,
                     "a staged moment is the host tensor itself",
@@ -213,12 +254,43 @@ def prefetch_order_and_device_memory(ex):
                     got="a staged tensor shares its storage with host_state",
                     hint="torch.empty_like(t, device=self.device).copy_(t, non_blocking=True): t.to('cpu') returns t",
                 )
+                want_device = state_bytes[g] + (state_bytes[g + 1] if g + 1 < len(groups) else 0)
+                expect(
+                    measured == want_device,
+                    "the bytes the step holds on the device are not the groups in flight",
+                    input=where,
+                    expected=f"{want_device} bytes alive (groups {g} and {g + 1} staged: {per_element} bytes per "
+                    "element)",
+                    got=f"{measured} bytes in {tensors} tensors that this step allocated on {optimizer.device} "
+                    "and still holds (measured by the checks, weak references)",
+                    hint="stage a group in _prefetch and drop every reference to it at the end of _update (del "
+                    "self.staged[g]; no other list or attribute may keep the tensors)"
+                    if measured > want_device
+                    else "_prefetch(g) allocates each of the group's host tensors on the device (empty_like + copy_)",
+                )
+                expect(
+                    memory == {"device": measured, "host": host_bytes},
+                    "memory() does not report what the optimizer holds",
+                    input=where,
+                    expected=f"{{'device': {measured}, 'host': {host_bytes}}} (device: measured by the checks)",
+                    got=str(memory),
+                    hint="memory() sums numel * element_size over self.staged and over self.host_state",
+                )
+            measured, tensors = live.alive_bytes(), live.alive()
+            expect(
+                measured == 0,
+                "moments left on the device after the step",
+                input=f"{label}, after step {step + 1}",
+                expected="0 bytes of the step's device tensors alive",
+                got=f"{measured} bytes in {tensors} tensors still alive (measured by the checks, weak references)",
+                hint="every _update drops its group: nothing the step staged may outlive it",
+            )
             after = optimizer.memory()
             expect(
                 after == {"device": 0, "host": host_bytes},
-                "moments left on the device after the step",
+                "memory() after the step does not report what the optimizer holds",
                 input=f"{label}, after step {step + 1}",
-                expected=f"{{'device': 0, 'host': {host_bytes}}}",
+                expected=f"{{'device': 0, 'host': {host_bytes}}} (0 bytes measured on the device)",
                 got=str(after),
                 hint="every _update drops its group from self.staged",
             )

@@ -147,4 +147,21 @@ MUTANTS = [
         [("        self.side.synchronize()  # the last copies", "        pass  # the last copies")],
         mistake_zh="step() 结束时没有同步：下一步可能读到拷回尚未完成的主机动量",
     ),
+    Mutant(
+        "offloaded_adamw",
+        "never_releases_staged",
+        "moves each updated group from self.staged into a list of spent buffers that it never frees: memory() sums "
+        "self.staged and reports two groups while every group stays on the device",
+        [("        del self.staged[g]\n", "        self.spent = getattr(self, 'spent', []) + [self.staged.pop(g)]\n")],
+        mistake_zh="把更新完的组从 self.staged 移进一个从不释放的“已用缓冲区”列表：memory() 只统计 self.staged，报告两组，"
+        "而设备上一直留着所有组",
+    ),
+    Mutant(
+        "offloaded_adamw",
+        "keeps_last_group",
+        "keeps the group it has just updated in an attribute (to reuse its buffers, which it never does): three "
+        "groups on the device during each update while memory() reports two",
+        [("        del self.staged[g]\n", "        self.previous = self.staged.pop(g)\n")],
+        mistake_zh="把刚更新完的组留在一个属性里（说是为了复用缓冲区，却从未复用）：每次更新时设备上有三组，而 memory() 报告两组",
+    ),
 ]

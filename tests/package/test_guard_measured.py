@@ -42,11 +42,7 @@ ANSWERS = {
     "compare them with their own count of the model's weights and cache",
 }
 # lesson module -> who brings the measurement (remove the entry when it lands)
-PENDING = {
-    "p04_offload": "not covered yet (found by this guard; outside the pipeline change's files): the checks read "
-    "OffloadedAdamW.memory(), the learner's own sum over self.staged; they should weigh the staged tensors alive "
-    "themselves (llm_algo.check.ledger.LiveTensors over what _prefetch stages)",
-}
+PENDING: dict[str, str] = {}
 
 
 def _str_key(subscript: ast.Subscript) -> str | None:
