@@ -10,7 +10,9 @@ Code that ignores `group` works on a world of its own and breaks here: group ran
 has 3 ranks where the group has 2, and a collective on the default group waits for the bystander (rank 0), which
 never joins one. Every rank creates the group (`dist.new_group`, cached per rank process); the members run
 `fn(*args, *member_args[group rank], group=group, **kwargs)` with their point-to-point calls logged (`Traffic`),
-then meet in one all-reduce on the group, and group rank 0 sends each bystander a sentinel carrying a random key.
+then meet in one all-reduce on the group, and group rank 0 sends each bystander a sentinel carrying a random key
+(a member whose `fn` raised waits for that meeting for 2 s at most, then re-raises: when every member refused the
+input, the world survives the check).
 Meanwhile each bystander listens with an any-source `irecv` until the sentinel comes: anything else it receives
 is the learner's message to a rank outside the group. `run_subgroup` fails the check, in the learner's terms, when
 
