@@ -10,7 +10,9 @@ Code that ignores `group` works on a world of its own and breaks here: group ran
 has 3 ranks where the group has 2, and a collective on the default group waits for the bystander (rank 0), which
 never joins one. Every rank creates the group (`dist.new_group`, cached per rank process); the members run
 `fn(*args, *member_args[group rank], group=group, **kwargs)` with their point-to-point calls logged (`Traffic`),
-then meet in one all-reduce on the group, and group rank 0 sends each bystander a sentinel carrying a random key.
+then meet in one all-reduce on the group, and group rank 0 sends each bystander a sentinel carrying a random key
+(a member whose `fn` raised waits for that meeting for 2 s at most, then re-raises: when every member refused the
+input, the world survives the check).
 Meanwhile each bystander listens with an any-source `irecv` until the sentinel comes: anything else it receives
 is the learner's message to a rank outside the group. `run_subgroup` fails the check, in the learner's terms, when
 
@@ -35,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ..check.failure import CheckFailed
-from .world import DEADLINE_S, RankResult, run_ranks, world
+from .world import DEADLINE_S, RankResult, _last_frames, run_ranks, world
 
 SIZE = 3  # the smallest world with a bystander and a group of 2 whose ranks differ from the global ones
 MEMBERS = (1, 2)
@@ -55,6 +57,85 @@ def _group(members: tuple[int, ...]):
     if members not in _GROUPS:
         _GROUPS[members] = dist.new_group(list(members))
     return _GROUPS[members]
+
+
+COLLECTIVES = (
+    "all_reduce",
+    "all_reduce_coalesced",
+    "broadcast",
+    "all_gather",
+    "all_gather_into_tensor",
+    "all_gather_single",
+    "all_gather_object",
+    "reduce_scatter",
+    "reduce_scatter_tensor",
+    "reduce_scatter_single",
+    "all_to_all",
+    "all_to_all_single",
+    "reduce",
+    "gather",
+    "gather_object",
+    "scatter",
+    "scatter_object_list",
+    "broadcast_object_list",
+    "barrier",
+    "monitored_barrier",
+)
+
+
+class DefaultGroupCollective(RuntimeError):
+    """Raised in a member for a collective on the default group: the bystanders never join one, so it would hang."""
+
+
+class DefaultGroupGuard:
+    """In a member, while `fn` runs: a collective called through `dist.<name>` without a group (or with the world's)
+    raises DefaultGroupCollective at once, where it would otherwise wait for the bystanders until the deadline. A
+    function bound before the task started (`from torch.distributed import all_reduce`) is not seen: that one hangs,
+    and run_subgroup reports the hang."""
+
+    def __enter__(self):
+        import inspect
+
+        import torch.distributed as dist
+        import torch.distributed.distributed_c10d as c10d
+
+        self._saved = []
+        for name in COLLECTIVES:
+            original = getattr(c10d, name, None) or getattr(dist, name, None)
+            if original is None:
+                continue
+            signature = inspect.signature(original)
+            guarded = self._guard(name, original, signature)
+            for module in (dist, c10d):
+                if getattr(module, name, None) is original:
+                    self._saved.append((module, name, original))
+                    setattr(module, name, guarded)
+        return self
+
+    def __exit__(self, *exc):
+        for module, name, original in reversed(self._saved):
+            setattr(module, name, original)
+
+    @staticmethod
+    def _guard(name, original, signature):
+        import functools
+
+        import torch.distributed as dist
+
+        @functools.wraps(original)
+        def guarded(*args, **kwargs):
+            try:
+                group = signature.bind_partial(*args, **kwargs).arguments.get("group")
+            except TypeError:  # a bad call: the original says what is wrong with it
+                return original(*args, **kwargs)
+            if group is None or group is dist.GroupMember.WORLD:
+                raise DefaultGroupCollective(
+                    f"dist.{name} on the default group (no group=): the world has ranks outside the group, which "
+                    "never join it, so it would wait for them forever"
+                )
+            return original(*args, **kwargs)
+
+        return guarded
 
 
 def _rank_task(fn, members, key, listen_s, args, kwargs, member_args):
@@ -84,7 +165,7 @@ def _rank_task(fn, members, key, listen_s, args, kwargs, member_args):
             received.append(source)
         return ("bystander", received, sentinel)
     extra = tuple(member_args[members.index(me)]) if member_args is not None else ()
-    with Traffic() as traffic:
+    with Traffic() as traffic, DefaultGroupGuard():
         try:
             value = fn(*args, *extra, group=group, **kwargs)
         except BaseException:
@@ -206,6 +287,16 @@ def _expect_nothing_received(results: list[RankResult], members: tuple[int, ...]
                 hint=hint,
             )
     member_results = [r for r in results if r.rank in members]
+    default = [r for r in member_results if r.error_type == DefaultGroupCollective.__name__]
+    if default:
+        raise CheckFailed(
+            f"rank {default[0].rank} called a collective on the default group: {default[0].message}",
+            input=where,
+            expected=f"every collective on the group {group}: rank 0 and the other bystanders never join one",
+            got=_last_frames(default[0].traceback) or default[0].describe(),
+            hint="pass group= to every collective (all_reduce, broadcast, all_gather, reduce_scatter, barrier, ...); "
+            + hint,
+        )
     idle = all(r.ok and not r.value[1] and not r.value[2] for r in results if r.rank not in members)
     if idle and not all(r.ok for r in member_results) and all(map(_stuck, member_results)):
         raise CheckFailed(

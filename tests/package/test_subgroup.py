@@ -62,6 +62,13 @@ LEARNER = learner(
         y = x.clone()
         dist.all_reduce(y)
         return y / dist.get_world_size()
+
+    all_reduce = dist.all_reduce  # bound when the cell runs: the ranks' guard does not see the calls through it
+
+    def mean_prebound_all_reduce_default_group(x, group=None):
+        y = x.clone()
+        all_reduce(y)
+        return y / dist.get_world_size()
     """
 )
 
@@ -104,17 +111,21 @@ def test_global_ranks_pass_on_a_world_of_their_own_and_are_caught_on_a_subgroup(
     on_subgroup("ring_sum", DATA)  # the next check gets a clean world
 
 
-def test_default_group_collective_passes_on_a_world_of_its_own_and_hangs_on_a_subgroup():
+def test_default_group_collective_passes_on_a_world_of_its_own_and_is_caught_on_a_subgroup():
     values = expect_ranks_ok(
         run_ranks(sums, 2, args=(LEARNER["mean_all_reduce_default_group"],), rank_args=[(d,) for d in DATA]),
         input="world of 2",
     )
     for mine, reference in values:
         torch.testing.assert_close(mine, reference / 2)
+    pids = world(3).alive
+    with pytest.raises(CheckFailed, match=r"rank \d called a collective on the default group: dist.all_reduce"):
+        on_subgroup("mean_all_reduce_default_group", DATA)  # at once: both members raise, and meet
+    assert world(3).alive == pids
     with pytest.raises(
         CheckFailed, match="the members hung .* a collective on the default group waits for the bystander"
     ):
-        on_subgroup("mean_all_reduce_default_group", DATA)
+        on_subgroup("mean_prebound_all_reduce_default_group", DATA)  # not seen by the guard: a hang, then reported
     on_subgroup("mean_all_reduce", DATA)
 
 
