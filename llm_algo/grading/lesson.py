@@ -31,9 +31,12 @@ def mutant_verdict(mutant: Mutant, results: list[CheckResult]) -> CheckResult:
         )
     ran = [r for r in results if r.outcome is Outcome.PASSED]
     if not ran and any(r.outcome is Outcome.NEEDS_GPU for r in results):  # a CUDA C++ exercise on a CPU
-        return CheckResult(
-            key, Outcome.NEEDS_GPU, description, "not graded here: every check of this exercise needs a CUDA GPU"
+        why = (
+            "only its exercise's compiled checks (a GPU) can reject it"
+            if mutant.requires_compiled
+            else "every check of this exercise needs a CUDA GPU"
         )
+        return CheckResult(key, Outcome.NEEDS_GPU, description, f"not graded here: {why}")
     return CheckResult(
         key,
         Outcome.FAILED,
@@ -106,8 +109,11 @@ def _grade(notebook: str, units: list[Unit], *, timeout: float, emit: Callable[[
                 unit.key, Outcome.PASSED, f"mutant {mutant.name}: {mutant.mistake}", f"rejected: loading failed ({exc})"
             )
         else:
+            specs_of_exercise = registry.for_exercise(mutant.exercise)
+            if mutant.requires_compiled:  # only a compiled check can reject it: elsewhere it needs a GPU
+                specs_of_exercise = [s for s in specs_of_exercise if s.requires_compiled]
             results = check_exercise(
-                registry.for_exercise(mutant.exercise),
+                specs_of_exercise,
                 loaded,
                 lesson,
                 registry,
