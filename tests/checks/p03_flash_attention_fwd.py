@@ -21,6 +21,7 @@ from llm_algo.check import (
 from llm_algo.check.restrictions import ATTENTION, LOGSUMEXP, SOFTMAX
 from llm_algo.device import triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
+from llm_algo.references.layouts import UNIT_LAST_STRIDE, describe_layouts, distinct_layouts, past_int32_offsets
 
 checks = Checks("p03.flash_attention_fwd", triton=True)
 checks.restrict(
@@ -206,6 +207,31 @@ def matches_sdpa_causal_gqa_odd_lengths(ex):
 def matches_sdpa_at_scale(ex):
     """the same at sizes only a GPU grades in time: S = 1000, 777 x 1234 and 2048, GQA 4:1 and 8:1, d 64/128"""
     check_against_sdpa(ex, LARGE_CASES)
+
+
+@checks("flash_attention_fwd")
+def each_operand_in_its_own_layout(ex):
+    """q a slice of a fused QKV, k with padded rows, v a window of a bigger buffer (every operand its own batch, head
+    and row strides; head dim contiguous): causal, GQA 4:2, batch 2, S 37, 16x16 blocks, vs SDPA on the same values"""
+    q, k, v = random_qkv(2, 4, 2, 37, 37, 32, torch.float16)
+    lq, lk, lv = distinct_layouts(q, k, v, order=UNIT_LAST_STRIDE)
+    label = describe_layouts(q=lq, k=lk, v=lv) + ", causal, 16x16 blocks"
+    result = ex.flash_attention_fwd(lq, lk, lv, causal=True, block_m=16, block_n=16)
+    expect_attention_result(result, q, k, v, True, label)
+
+
+@checks("flash_attention_fwd", requires_compiled=True)
+def row_offsets_past_2_31_elements(ex):
+    """q of 3 query rows whose row stride is 2**30 + 4096 elements (4.3 GB of fp16): row 2 starts past 2**31
+    elements, where an int32 row * stride_qm wraps; 50 keys, d 64, GQA 2:1, default blocks"""
+    q, k, v = random_qkv(1, 2, 1, 3, 50, 64, torch.float16)
+    huge_q = past_int32_offsets(q, dim=2)
+    label = describe_layouts(q=huge_q, k=k, v=v) + f" (row 2 of q at element {2 * huge_q.stride(2)}), non-causal"
+    try:
+        expect_attention_result(ex.flash_attention_fwd(huge_q, k, v), q, k, v, False, label)
+    finally:
+        del huge_q
+        torch.cuda.empty_cache()
 
 
 def check_against_sdpa(ex, cases):

@@ -142,4 +142,11 @@ MUTANTS = [
             )
         ],
     ),
+    Mutant(
+        "cross_entropy_fwd_bwd",
+        "strided_targets_read_as_contiguous",
+        "hands a strided targets tensor to a kernel that reads targets_ptr + row",
+        [("logits, targets.contiguous(), loss,", "logits, targets, loss,")],
+        mistake_zh="把带 stride 的 targets 直接交给按 targets_ptr + row 读取的内核",
+    ),
 ]
