@@ -196,3 +196,20 @@ def past_int32_offsets(t: torch.Tensor, dim: int = 0, fill: float = float("nan")
     view = buffer.as_strided(t.shape, strides)
     view.copy_(t)
     return view
+
+
+def views_past_int32(t: torch.Tensor, dims: dict[int, str]):
+    """For each `dim: name` in turn, `(name, view)` with `view = past_int32_offsets(t, dim)`; the view's buffer is
+    released (and the CUDA cache emptied) before the next one, so a check holds one 4 GB buffer at a time:
+
+        for name, huge_q in views_past_int32(q, {0: "batch", 1: "head", 2: "row"}):
+            expect_close(ex.attention(huge_q, k, v), reference(q, k, v), ...)
+    """
+    for dim, name in dims.items():
+        view = past_int32_offsets(t, dim=dim)
+        try:
+            yield name, view
+        finally:
+            del view
+            if t.is_cuda:
+                torch.cuda.empty_cache()

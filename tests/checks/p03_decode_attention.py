@@ -253,26 +253,16 @@ def each_operand_in_its_own_layout(ex):
     )
 
 
-@checks("decode_partials", requires_compiled=True)
-def partials_at_scale(ex):
-    """Llama-3-8B heads (32 on 8, d 128), a 5000-slot cache, lengths 5000, 1 and 4097, splits of 1024, default
-    block_n, bf16 and fp16"""
-    for dtype in sixteen_bit_dtypes():
-        q, k, v, seq_lens = random_cache(3, 32, 8, 5000, 128, dtype, [5000, 1, 4097])
-        label = describe(q=q, k=k) + ", seq_lens [5000, 1, 4097], split_size 1024"
-        expect_partials(ex.decode_partials(q, k, v, seq_lens, 1024), q, k, v, seq_lens, 1024, label)
-
-
 def huge_cache(batch, heads, kv_heads, cache_len, head_dim, lens, dtype=torch.float16):
     """A (B, H_kv, S, d) cache pair on the GPU that is NaN everywhere but the first lens[b] slots of each sequence, q
     (B, H, d): built without a float32 temporary of the cache's size."""
-    q = torch.randn(batch, heads, head_dim, device="cuda").to(dtype)
-    k = torch.full((batch, kv_heads, cache_len, head_dim), float("nan"), device="cuda", dtype=dtype)
+    q = torch.randn(batch, heads, head_dim, device=triton_device()).to(dtype)
+    k = torch.full((batch, kv_heads, cache_len, head_dim), float("nan"), device=triton_device(), dtype=dtype)
     v = torch.full_like(k, float("nan"))
     for b, n in enumerate(lens):
-        k[b, :, :n] = torch.randn(kv_heads, n, head_dim, device="cuda").to(dtype)
-        v[b, :, :n] = torch.randn(kv_heads, n, head_dim, device="cuda").to(dtype)
-    return q, k, v, torch.tensor(lens, device="cuda", dtype=torch.int32)
+        k[b, :, :n] = torch.randn(kv_heads, n, head_dim, device=triton_device()).to(dtype)
+        v[b, :, :n] = torch.randn(kv_heads, n, head_dim, device=triton_device()).to(dtype)
+    return q, k, v, torch.tensor(lens, device=triton_device(), dtype=torch.int32)
 
 
 @checks("decode_partials", requires_compiled=True)
@@ -302,6 +292,16 @@ def batch_offsets_past_2_31_elements(ex):
     finally:
         del k, v
         torch.cuda.empty_cache()
+
+
+@checks("decode_partials", requires_compiled=True)
+def partials_at_scale(ex):
+    """Llama-3-8B heads (32 on 8, d 128), a 5000-slot cache, lengths 5000, 1 and 4097, splits of 1024, default
+    block_n, bf16 and fp16"""
+    for dtype in sixteen_bit_dtypes():
+        q, k, v, seq_lens = random_cache(3, 32, 8, 5000, 128, dtype, [5000, 1, 4097])
+        label = describe(q=q, k=k) + ", seq_lens [5000, 1, 4097], split_size 1024"
+        expect_partials(ex.decode_partials(q, k, v, seq_lens, 1024), q, k, v, seq_lens, 1024, label)
 
 
 # ------------------------------------------------------------------------------------------------- combine_splits
@@ -589,9 +589,11 @@ def sdpa_default(q, k, v):
 
 def decode_rows(ex, batch: int) -> list[BenchRow]:
     cache_len, heads, kv_heads, head_dim = 32768, 32, 8, 128
-    q = torch.randn(batch, heads, head_dim, device="cuda", dtype=torch.bfloat16)
-    k, v = (torch.randn(batch, kv_heads, cache_len, head_dim, device="cuda", dtype=torch.bfloat16) for _ in "kv")
-    seq_lens = torch.full((batch,), cache_len, device="cuda", dtype=torch.int32)
+    q = torch.randn(batch, heads, head_dim, device=triton_device(), dtype=torch.bfloat16)
+    k, v = (
+        torch.randn(batch, kv_heads, cache_len, head_dim, device=triton_device(), dtype=torch.bfloat16) for _ in "kv"
+    )
+    seq_lens = torch.full((batch,), cache_len, device=triton_device(), dtype=torch.int32)
     kv_bytes = 2 * k.numel() * k.element_size()
     shape = f"B{batch} Hq32 Hkv8 S32768 d128 bf16"
 

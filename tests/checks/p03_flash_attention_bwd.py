@@ -23,7 +23,13 @@ from llm_algo.check import (
 from llm_algo.check.restrictions import ATTENTION, AUTOGRAD, SOFTMAX
 from llm_algo.device import triton_compiled, triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
-from llm_algo.references.layouts import UNIT_LAST_STRIDE, describe_layouts, distinct_layouts, past_int32_offsets
+from llm_algo.references.layouts import (
+    INT32_WRAP_STRIDE,
+    UNIT_LAST_STRIDE,
+    describe_layouts,
+    distinct_layouts,
+    views_past_int32,
+)
 
 checks = Checks("p03.flash_attention_bwd", triton=True)
 checks.restrict(
@@ -165,18 +171,14 @@ def out_and_dout_through_their_own_strides(ex):
 
 
 @checks("attention_delta", requires_compiled=True)
-def out_rows_past_2_31_elements(ex):
-    """out of 3 rows whose row stride is 2**30 + 4096 elements (4.3 GB of fp16): row 2 starts past 2**31 elements,
-    where an int32 row * stride_om wraps"""
-    out, dout = (torch.randn(1, 2, 3, 64, device="cuda").half() for _ in "od")
-    huge_out = past_int32_offsets(out, dim=2)
-    label = describe_layouts(out=huge_out, dout=dout) + f" (row 2 of out at element {2 * huge_out.stride(2)})"
-    try:
-        hint = "cast the row stride (or the row) to int64 before row * stride_om"
+def delta_offsets_past_2_31_elements(ex):
+    """out (3, 3, 3, 64) in three views whose batch, then head, then row stride is 2**30 + 4096 elements (4.3 GB of
+    fp16 each, one at a time): index 2 starts past 2**31 elements, where an int32 index * stride wraps"""
+    out, dout = (torch.randn(3, 3, 3, 64, device=triton_device()).half() for _ in "od")
+    for name, huge_out in views_past_int32(out, {0: "batch", 1: "head", 2: "row"}):
+        label = describe_layouts(out=huge_out, dout=dout) + f" ({name} 2 of out at element {2 * INT32_WRAP_STRIDE})"
+        hint = f"cast the {name} index (or its stride) to int64 before the product: 2 * stride passes 2**31 here"
         expect_delta(ex.attention_delta(huge_out, dout), out, dout, label, hint)
-    finally:
-        del huge_out
-        torch.cuda.empty_cache()
 
 
 @checks("attention_delta")
@@ -258,6 +260,19 @@ def matches_autograd_of_sdpa(ex):
 
 
 @checks("flash_attention_bwd", requires_compiled=True)
+def offsets_past_2_31_elements(ex):
+    """q (3, 3, 3, 64) in three views whose batch, then head, then row stride is 2**30 + 4096 elements (4.3 GB of
+    fp16 each, one at a time): index 2 starts past 2**31 elements, where an int32 index * stride wraps (in the dQ
+    kernel, and in the dK/dV kernel's loads of q); 50 keys, GQA 3:1, non-causal"""
+    q, k, v, out, lse, dout = backward_inputs(3, 3, 1, 3, 50, 64, False, torch.float16)
+    for name, huge_q in views_past_int32(q, {0: "batch", 1: "head", 2: "row"}):
+        label = describe_layouts(q=huge_q, k=k, v=v) + f" ({name} 2 of q at element {2 * INT32_WRAP_STRIDE})"
+        hint = f"cast the {name} index (or its stride) to int64 before the product: 2 * stride passes 2**31 here"
+        got = ex.flash_attention_bwd(huge_q, k, v, out, lse, dout, causal=False)
+        expect_gradients(got, q, k, v, dout, False, label + ", non-causal", hint=hint)
+
+
+@checks("flash_attention_bwd", requires_compiled=True)
 def matches_autograd_of_sdpa_bf16(ex):
     """the same cases in bfloat16 (Triton's interpreter has no bfloat16; each dtype compiles its own kernels)"""
     check_against_autograd(ex, random_cases(), torch.bfloat16)
@@ -286,22 +301,6 @@ def each_operand_in_its_own_layout(ex):
     got = ex.flash_attention_bwd(*views, causal=True)
     hint = "address q, k, v, out and dout each with its own strides (dout is not laid out like q or out)"
     expect_gradients(got, q, k, v, dout, True, label, hint=hint)
-
-
-@checks("flash_attention_bwd", requires_compiled=True)
-def row_offsets_past_2_31_elements(ex):
-    """q of 3 query rows whose row stride is 2**30 + 4096 elements (4.3 GB of fp16): row 2 starts past 2**31
-    elements, where an int32 row * stride_qm wraps; 50 keys, d 64, GQA 2:1, non-causal"""
-    q, k, v, out, lse, dout = backward_inputs(1, 2, 1, 3, 50, 64, False, torch.float16)
-    huge_q = past_int32_offsets(q, dim=2)
-    label = describe_layouts(q=huge_q, k=k, v=v) + f" (row 2 of q at element {2 * huge_q.stride(2)}), non-causal"
-    try:
-        got = ex.flash_attention_bwd(huge_q, k, v, out, lse, dout, causal=False)
-        hint = "cast the row strides to int64 before row * stride_qm (row 2 * stride_qm passes 2**31 here)"
-        expect_gradients(got, q, k, v, dout, False, label, hint=hint)
-    finally:
-        del huge_q
-        torch.cuda.empty_cache()
 
 
 def check_against_autograd(ex, cases, dtype):

@@ -290,20 +290,24 @@ def page_offsets_past_2_31_elements(ex):
     """pools of 2**20 + 64 pages of 16 slots x 1 KV head x d 128 (2**31 + 2**17 elements, 4.3 GB of fp16 each), tables
     that use pages past 2**20, where an int32 page * stride_kblock (2048) wraps; lengths 50 and 64, splits of 32"""
     num_blocks, block_size, head_dim, lens = 2**20 + 64, 16, 128, [50, 64]
-    q = torch.randn(2, 4, head_dim, device="cuda").half()
-    k, v = (torch.randn(2, 1, 64, head_dim, device="cuda").half() for _ in "kv")
+    q = torch.randn(2, 4, head_dim, device=triton_device()).half()
+    k, v = (torch.randn(2, 1, 64, head_dim, device=triton_device()).half() for _ in "kv")
     for b, n in enumerate(lens):
         k[b, :, n:], v[b, :, n:] = float("nan"), float("nan")
     last = num_blocks - 1
-    tables = torch.tensor([[last, 3, last - 5, 2**20 + 1], [last - 1, 2**20, 7, last - 2]], device="cuda").int()
-    pool_k = torch.full((num_blocks, block_size, 1, head_dim), float("nan"), device="cuda", dtype=torch.float16)
+    tables = torch.tensor(
+        [[last, 3, last - 5, 2**20 + 1], [last - 1, 2**20, 7, last - 2]], device=triton_device()
+    ).int()
+    pool_k = torch.full(
+        (num_blocks, block_size, 1, head_dim), float("nan"), device=triton_device(), dtype=torch.float16
+    )
     pool_v = torch.full_like(pool_k, float("nan"))
     for b in range(2):
         for j in range(4):
             rows = slice(j * block_size, (j + 1) * block_size)
             pool_k[tables[b, j]] = k[b, :, rows].transpose(0, 1)
             pool_v[tables[b, j]] = v[b, :, rows].transpose(0, 1)
-    seq_lens = torch.tensor(lens, device="cuda", dtype=torch.int32)
+    seq_lens = torch.tensor(lens, device=triton_device(), dtype=torch.int32)
     label = (
         f"pools {tuple(pool_k.shape)} float16 (page {last} starts at element {last * pool_k.stride(0)} > 2**31), "
         f"tables {tables.tolist()}, seq_lens {lens}, split_size 32"

@@ -11,7 +11,13 @@ from llm_algo.check import Checks, describe, expect, expect_close, expect_refuse
 from llm_algo.check.restrictions import LOGSUMEXP, SOFTMAX
 from llm_algo.device import triton_compiled, triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
-from llm_algo.references.layouts import UNIT_LAST_STRIDE, describe_layouts, past_int32_offsets, with_layout
+from llm_algo.references.layouts import (
+    INT32_WRAP_STRIDE,
+    UNIT_LAST_STRIDE,
+    describe_layouts,
+    views_past_int32,
+    with_layout,
+)
 
 checks = Checks("p03.softmax", triton=True)
 checks.restrict(
@@ -116,16 +122,11 @@ def rows_in_every_layout(ex):
 def row_offsets_past_2_31_elements(ex):
     """x of 3 rows of 1000 fp16 entries whose row stride is 2**30 + 4096 (4.3 GB): row 2 starts past 2**31 elements,
     where an int32 row * stride wraps"""
-    x = torch.randn(3, 1000, device="cuda").half()
-    huge = past_int32_offsets(x)
-    label = describe_layouts(x=huge) + f" (row 2 at element {2 * huge.stride(0)})"
-    try:
-        y = ex.softmax(huge)
+    x = torch.randn(3, 1000, device=triton_device()).half()
+    for _, huge in views_past_int32(x, {0: "row"}):
+        label = describe_layouts(x=huge) + f" (row 2 at element {2 * INT32_WRAP_STRIDE})"
         hint = "cast the row index to int64 before row * stride (2 * stride passes 2**31 here)"
-        expect_close(y, oracle(x), baseline=torch.softmax(x.float(), -1).half(), input=label, hint=hint)
-    finally:
-        del huge
-        torch.cuda.empty_cache()
+        expect_close(ex.softmax(huge), oracle(x), baseline=torch.softmax(x.float(), -1).half(), input=label, hint=hint)
 
 
 @checks("softmax")

@@ -26,10 +26,11 @@ from llm_algo.check.restrictions import ATTENTION, LOGSUMEXP, SOFTMAX
 from llm_algo.device import triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded
 from llm_algo.references.layouts import (
+    INT32_WRAP_STRIDE,
     UNIT_LAST_STRIDE,
     describe_layouts,
     distinct_layouts,
-    past_int32_offsets,
+    views_past_int32,
 )
 
 checks = Checks("p03.varlen_attention", triton=True)
@@ -247,22 +248,19 @@ def each_operand_in_its_own_layout(ex):
 
 
 @checks("varlen_attention", requires_compiled=True)
-def token_offsets_past_2_31_elements(ex):
-    """q of 3 packed tokens whose token stride is 2**30 + 4096 elements (4.3 GB of fp16): token 2 starts past 2**31
-    elements, where an int32 (q_start + row) * stride_qt wraps; S_q [1, 1, 1], S_k [5, 7, 9], causal, d 64, GQA 2/1"""
+def offsets_past_2_31_elements(ex):
+    """q of 3 packed tokens x 3 heads x d 64 in two views whose token, then head stride is 2**30 + 4096 elements
+    (4.3 GB of fp16 each, one at a time): index 2 starts past 2**31 elements, where an int32 (q_start + row) *
+    stride_qt or head * stride_qh wraps; S_q [1, 1, 1], S_k [5, 7, 9], causal, GQA 3:1"""
     lens_q, lens_k = [1, 1, 1], [5, 7, 9]
-    q, k, v, cu_q, cu_k = packed_problem(lens_q, lens_k, 2, 1, 64, torch.float16)
+    q, k, v, cu_q, cu_k = packed_problem(lens_q, lens_k, 3, 1, 64, torch.float16)
     want = loop_reference(q, k, v, lens_q, lens_k, True)
     baseline = sdpa_per_sequence(q, k, v, lens_q, lens_k, True)
-    huge_q = past_int32_offsets(q)
-    label = describe_layouts(q=huge_q, k=k, v=v) + f" (token 2 of q at element {2 * huge_q.stride(0)}), causal"
-    try:
+    for name, huge_q in views_past_int32(q, {0: "token", 1: "head"}):
+        label = describe_layouts(q=huge_q, k=k, v=v) + f" ({name} 2 of q at element {2 * INT32_WRAP_STRIDE}), causal"
         out = ex.varlen_attention(huge_q, k, v, cu_q, cu_k, causal=True)
-        hint = "compute (start + row) * stride in int64 (cast the start and the stride before the product)"
+        hint = f"compute the {name} offset in int64 (cast the index or the stride before the product)"
         expect_close(out, want, baseline=baseline, input=label, what="out", hint=hint)
-    finally:
-        del huge_q
-        torch.cuda.empty_cache()
 
 
 @checks("varlen_attention", requires_compiled=True)
