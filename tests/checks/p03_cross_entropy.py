@@ -107,6 +107,26 @@ def kernel_stays_inside_strided_rows(ex):
 
 
 @checks("cross_entropy_fwd_bwd")
+def logits_and_targets_in_their_own_layouts(ex):
+    """logits (9, 70) as a slice of a fused tensor, with padded rows and as a window of a bigger buffer (each read
+    and overwritten through its own row stride); then targets every 3rd element of a buffer: refused or right"""
+    logits, targets = random_problem(9, 70, torch.float32)
+    for layout in UNIT_LAST_STRIDE:
+        work = with_layout(logits, layout)
+        label = describe_layouts(logits=work) + f" ({layout}), block_size 32"
+        loss = ex.cross_entropy_fwd_bwd(work, targets, block_size=32)
+        expect_loss_and_gradient(loss, work, logits, targets, label)
+    work, strided = logits.clone(), with_layout(targets, "fused_slice")
+    label = f"contiguous logits (9, 70), targets with stride {strided.stride(0)} (a column of a (9, 3) tensor)"
+    expect_refused_or_correct(
+        lambda: ex.cross_entropy_fwd_bwd(work, strided, block_size=32),
+        lambda loss: expect_loss_and_gradient(loss, work, logits, targets, label + " (accepted, so it must be right)"),
+        input=label,
+        hint="the kernel reads targets_ptr + row: pass targets.contiguous(), or refuse a strided one (ValueError)",
+    )
+
+
+@checks("cross_entropy_fwd_bwd")
 def hand_checkable_row(ex):
     """logits [[0, ln 2, ln 3]], target 2: loss = ln 2, gradient [1/6, 2/6, 3/6 - 1]; with BLOCK 2 (two chunks)"""
     for block in (2, 4096):
@@ -226,26 +246,6 @@ def expect_loss_and_gradient(loss, work, logits, targets, label):
     expect_close(loss, want_loss, baseline=baseline, input=label, what="loss", hint=HINT_LSE)
     hint = "address row r at logits_ptr + r * logits.stride(0) (its own row stride), for the loads and the stores"
     expect_close(work, want_grad, baseline=float32_gradient(logits, targets), input=label, what="gradient", hint=hint)
-
-
-@checks("cross_entropy_fwd_bwd")
-def logits_and_targets_in_their_own_layouts(ex):
-    """logits (9, 70) as a slice of a fused tensor, with padded rows and as a window of a bigger buffer (each read
-    and overwritten through its own row stride); then targets every 3rd element of a buffer: refused or right"""
-    logits, targets = random_problem(9, 70, torch.float32)
-    for layout in UNIT_LAST_STRIDE:
-        work = with_layout(logits, layout)
-        label = describe_layouts(logits=work) + f" ({layout}), block_size 32"
-        loss = ex.cross_entropy_fwd_bwd(work, targets, block_size=32)
-        expect_loss_and_gradient(loss, work, logits, targets, label)
-    work, strided = logits.clone(), with_layout(targets, "fused_slice")
-    label = f"contiguous logits (9, 70), targets with stride {strided.stride(0)} (a column of a (9, 3) tensor)"
-    expect_refused_or_correct(
-        lambda: ex.cross_entropy_fwd_bwd(work, strided, block_size=32),
-        lambda loss: expect_loss_and_gradient(loss, work, logits, targets, label + " (accepted, so it must be right)"),
-        input=label,
-        hint="the kernel reads targets_ptr + row: pass targets.contiguous(), or refuse a strided one (ValueError)",
-    )
 
 
 def expect_gradient_reached(leaf, label):

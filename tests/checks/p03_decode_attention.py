@@ -151,6 +151,28 @@ PARTIAL_CASES = [
 
 
 @checks("decode_partials")
+def each_operand_in_its_own_layout(ex):
+    """q a slice of a fused QKV, k with padded rows, v a window of a bigger cache (every operand its own strides, head
+    dim contiguous), vs the float64 slices of the same values; then seq_lens every 3rd element of a buffer: refused or
+    right"""
+    q, k, v, seq_lens = random_cache(2, 6, 2, 45, 32, torch.float16, [45, 20])
+    lq, lk, lv = distinct_layouts(q, k, v, order=UNIT_LAST_STRIDE)
+    label = describe_layouts(q=lq, k=lk, v=lv) + ", seq_lens [45, 20] (NaN past 20), split_size 32, block_n 16"
+    result = ex.decode_partials(lq, lk, lv, seq_lens, 32, block_n=16)
+    expect_partials(result, q, k, v, seq_lens, 32, label)
+    strided_lens = with_layout(seq_lens, "fused_slice")
+    label = (
+        f"seq_lens [45, 20] with stride {strided_lens.stride(0)} (a column of a (2, 3) int32 tensor), contiguous q/k/v"
+    )
+    expect_refused_or_correct(
+        lambda: ex.decode_partials(q, k, v, strided_lens, 32, block_n=16),
+        lambda result: expect_partials(result, q, k, v, seq_lens, 32, label + " (accepted, so it must be right)"),
+        input=label,
+        hint=HINT_SEQ_LENS_STRIDE,
+    )
+
+
+@checks("decode_partials")
 def partials_match_float64_slices(ex):
     """(m, l, acc) of every slice vs float64: GQA 4:1, 1:1 and 3:1, d 16 to 128, lengths 1 to S, empty slices,
     NaN in every slot past a sequence's length; fp16 (+bf16 on a GPU)"""
@@ -229,28 +251,6 @@ def refuses_or_computes_what_it_may_not_support(ex):
             input=label,
             hint="either raise ValueError with a message before launching, or compute it correctly",
         )
-
-
-@checks("decode_partials")
-def each_operand_in_its_own_layout(ex):
-    """q a slice of a fused QKV, k with padded rows, v a window of a bigger cache (every operand its own strides, head
-    dim contiguous), vs the float64 slices of the same values; then seq_lens every 3rd element of a buffer: refused or
-    right"""
-    q, k, v, seq_lens = random_cache(2, 6, 2, 45, 32, torch.float16, [45, 20])
-    lq, lk, lv = distinct_layouts(q, k, v, order=UNIT_LAST_STRIDE)
-    label = describe_layouts(q=lq, k=lk, v=lv) + ", seq_lens [45, 20] (NaN past 20), split_size 32, block_n 16"
-    result = ex.decode_partials(lq, lk, lv, seq_lens, 32, block_n=16)
-    expect_partials(result, q, k, v, seq_lens, 32, label)
-    strided_lens = with_layout(seq_lens, "fused_slice")
-    label = (
-        f"seq_lens [45, 20] with stride {strided_lens.stride(0)} (a column of a (2, 3) int32 tensor), contiguous q/k/v"
-    )
-    expect_refused_or_correct(
-        lambda: ex.decode_partials(q, k, v, strided_lens, 32, block_n=16),
-        lambda result: expect_partials(result, q, k, v, seq_lens, 32, label + " (accepted, so it must be right)"),
-        input=label,
-        hint=HINT_SEQ_LENS_STRIDE,
-    )
 
 
 def huge_cache(batch, heads, kv_heads, cache_len, head_dim, lens, dtype=torch.float16):

@@ -254,6 +254,19 @@ LARGE_CASES = [(2, 8, 2, 1000, 1000, 128, True), (1, 4, 4, 777, 1234, 64, False)
 
 
 @checks("flash_attention_bwd")
+def each_operand_in_its_own_layout(ex):
+    """q, k, v, out, lse and the incoming gradient dout each in a layout of its own (fused-QKV slices, padded rows,
+    windows of bigger buffers; head dim contiguous): causal, GQA 2:1, batch 2, S 21, vs float64 autograd of SDPA on
+    the same values"""
+    q, k, v, out, lse, dout = backward_inputs(2, 2, 1, 21, 21, 32, True, torch.float16)
+    views = distinct_layouts(q, k, v, out, lse, dout, order=UNIT_LAST_STRIDE)
+    label = describe_layouts(**dict(zip(("q", "k", "v", "out", "lse", "dout"), views, strict=True))) + ", causal"
+    got = ex.flash_attention_bwd(*views, causal=True)
+    hint = "address q, k, v, out and dout each with its own strides (dout is not laid out like q or out)"
+    expect_gradients(got, q, k, v, dout, True, label, hint=hint)
+
+
+@checks("flash_attention_bwd")
 def matches_autograd_of_sdpa(ex):
     """dq, dk, dv vs float64 autograd of SDPA: causal and not, GQA, odd lengths, batch 1, d 64/128, fp16"""
     check_against_autograd(ex, random_cases(), torch.float16)
@@ -288,19 +301,6 @@ def matches_autograd_of_sdpa_at_scale(ex):
 def matches_autograd_of_sdpa_at_scale_bf16(ex):
     """the same large cases in bfloat16"""
     check_against_autograd(ex, LARGE_CASES, torch.bfloat16)
-
-
-@checks("flash_attention_bwd")
-def each_operand_in_its_own_layout(ex):
-    """q, k, v, out, lse and the incoming gradient dout each in a layout of its own (fused-QKV slices, padded rows,
-    windows of bigger buffers; head dim contiguous): causal, GQA 2:1, batch 2, S 21, vs float64 autograd of SDPA on
-    the same values"""
-    q, k, v, out, lse, dout = backward_inputs(2, 2, 1, 21, 21, 32, True, torch.float16)
-    views = distinct_layouts(q, k, v, out, lse, dout, order=UNIT_LAST_STRIDE)
-    label = describe_layouts(**dict(zip(("q", "k", "v", "out", "lse", "dout"), views, strict=True))) + ", causal"
-    got = ex.flash_attention_bwd(*views, causal=True)
-    hint = "address q, k, v, out and dout each with its own strides (dout is not laid out like q or out)"
-    expect_gradients(got, q, k, v, dout, True, label, hint=hint)
 
 
 def check_against_autograd(ex, cases, dtype):

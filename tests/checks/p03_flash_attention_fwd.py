@@ -149,6 +149,17 @@ def kernel_stays_inside_its_output(ex):
 
 
 @checks("flash_attention_fwd")
+def each_operand_in_its_own_layout(ex):
+    """q a slice of a fused QKV, k with padded rows, v a window of a bigger buffer (every operand its own batch, head
+    and row strides; head dim contiguous): causal, GQA 4:2, batch 2, S 37, 16x16 blocks, vs SDPA on the same values"""
+    q, k, v = random_qkv(2, 4, 2, 37, 37, 32, torch.float16)
+    lq, lk, lv = distinct_layouts(q, k, v, order=UNIT_LAST_STRIDE)
+    label = describe_layouts(q=lq, k=lk, v=lv) + ", causal, 16x16 blocks"
+    result = ex.flash_attention_fwd(lq, lk, lv, causal=True, block_m=16, block_n=16)
+    expect_attention_result(result, q, k, v, True, label)
+
+
+@checks("flash_attention_fwd")
 def identical_keys_give_running_means(ex):
     """all keys equal: out is the mean of the values (causal: of values 0..i), lse = log(#keys seen) + q.k / sqrt(d)"""
     seq, head_dim = 40, 64
@@ -226,17 +237,6 @@ def offsets_past_2_31_elements(ex):
 def matches_sdpa_at_scale(ex):
     """the same at sizes only a GPU grades in time: S = 1000, 777 x 1234 and 2048, GQA 4:1 and 8:1, d 64/128"""
     check_against_sdpa(ex, LARGE_CASES)
-
-
-@checks("flash_attention_fwd")
-def each_operand_in_its_own_layout(ex):
-    """q a slice of a fused QKV, k with padded rows, v a window of a bigger buffer (every operand its own batch, head
-    and row strides; head dim contiguous): causal, GQA 4:2, batch 2, S 37, 16x16 blocks, vs SDPA on the same values"""
-    q, k, v = random_qkv(2, 4, 2, 37, 37, 32, torch.float16)
-    lq, lk, lv = distinct_layouts(q, k, v, order=UNIT_LAST_STRIDE)
-    label = describe_layouts(q=lq, k=lk, v=lv) + ", causal, 16x16 blocks"
-    result = ex.flash_attention_fwd(lq, lk, lv, causal=True, block_m=16, block_n=16)
-    expect_attention_result(result, q, k, v, True, label)
 
 
 def check_against_sdpa(ex, cases):

@@ -174,6 +174,30 @@ PAGED_CASES = [
 
 
 @checks("paged_decode_partials")
+def each_operand_in_its_own_layout(ex):
+    """q a slice of a fused QKV, the key pool with padded rows, the value pool a window of a bigger buffer, the tables
+    a column block of a wider int32 tensor (every operand its own strides, head dim and entries contiguous), vs float64
+    slices of the same values; then seq_lens every 3rd element of a buffer: refused or right"""
+    q, k, v, pool_k, pool_v, tables, seq_lens = paged_case(2, 4, 2, 32, [37, 9], 8, torch.float16, 5)
+    lq, lpool_k, lpool_v, ltables = distinct_layouts(q, pool_k, pool_v, tables, order=UNIT_LAST_STRIDE)
+    label = describe_layouts(q=lq, key_cache=lpool_k, value_cache=lpool_v, block_tables=ltables)
+    label += f", tables {tables.tolist()}, seq_lens [37, 9], split_size 32, block_n 16"
+    result = ex.paged_decode_partials(lq, lpool_k, lpool_v, ltables, seq_lens, 32, block_n=16)
+    expect_partials(result, q, k, v, seq_lens, 32, label)
+    strided_lens = with_layout(seq_lens, "fused_slice")
+    label = (
+        f"seq_lens [37, 9] with stride {strided_lens.stride(0)} (a column of a (2, 3) int32 tensor), contiguous q/pools"
+    )
+    expect_refused_or_correct(
+        lambda: ex.paged_decode_partials(q, pool_k, pool_v, tables, strided_lens, 32, block_n=16),
+        lambda result: expect_partials(result, q, k, v, seq_lens, 32, label + " (accepted, so it must be right)"),
+        input=label,
+        hint="the kernel reads seq_lens_ptr + b: pass seq_lens.contiguous() (or its stride), or refuse a strided "
+        "seq_lens with a ValueError",
+    )
+
+
+@checks("paged_decode_partials")
 def paged_partials_match_float64_slices(ex):
     """(m, l, acc) per slice vs float64 on the contiguous cache: pages of 4, 5, 16 and 32 tokens, shared prefix
     blocks, table padding -1 or past the pool (validate=True must accept both), lengths 1 to capacity, GQA 4:1,
@@ -259,30 +283,6 @@ def paged_refuses_or_computes_float32_and_d80(ex):
             input=label,
             hint="either raise ValueError with a message before launching, or compute it correctly",
         )
-
-
-@checks("paged_decode_partials")
-def each_operand_in_its_own_layout(ex):
-    """q a slice of a fused QKV, the key pool with padded rows, the value pool a window of a bigger buffer, the tables
-    a column block of a wider int32 tensor (every operand its own strides, head dim and entries contiguous), vs float64
-    slices of the same values; then seq_lens every 3rd element of a buffer: refused or right"""
-    q, k, v, pool_k, pool_v, tables, seq_lens = paged_case(2, 4, 2, 32, [37, 9], 8, torch.float16, 5)
-    lq, lpool_k, lpool_v, ltables = distinct_layouts(q, pool_k, pool_v, tables, order=UNIT_LAST_STRIDE)
-    label = describe_layouts(q=lq, key_cache=lpool_k, value_cache=lpool_v, block_tables=ltables)
-    label += f", tables {tables.tolist()}, seq_lens [37, 9], split_size 32, block_n 16"
-    result = ex.paged_decode_partials(lq, lpool_k, lpool_v, ltables, seq_lens, 32, block_n=16)
-    expect_partials(result, q, k, v, seq_lens, 32, label)
-    strided_lens = with_layout(seq_lens, "fused_slice")
-    label = (
-        f"seq_lens [37, 9] with stride {strided_lens.stride(0)} (a column of a (2, 3) int32 tensor), contiguous q/pools"
-    )
-    expect_refused_or_correct(
-        lambda: ex.paged_decode_partials(q, pool_k, pool_v, tables, strided_lens, 32, block_n=16),
-        lambda result: expect_partials(result, q, k, v, seq_lens, 32, label + " (accepted, so it must be right)"),
-        input=label,
-        hint="the kernel reads seq_lens_ptr + b: pass seq_lens.contiguous() (or its stride), or refuse a strided "
-        "seq_lens with a ValueError",
-    )
 
 
 @checks("paged_decode_partials", requires_compiled=True)
