@@ -371,6 +371,25 @@ def combine_stays_inside_its_output(ex):
 
 
 @checks("combine_splits")
+def partial_states_in_their_own_layouts(ex):
+    """out a slice of a fused float16 tensor (written through its own strides); then m, l and acc each in a layout of
+    their own (a fused slice, padded rows, transposed storage), which combine_splits documents as contiguous: refused
+    or right"""
+    m, lsum, acc = random_states(2, 3, 5, 32, empty=[(1, 0, 2)])
+    out = with_layout(torch.zeros(2, 3, 32, device=triton_device(), dtype=torch.float16), "fused_slice")
+    label = f"m, l (2, 3, 5), acc (2, 3, 5, 32) contiguous; out float16 with strides {out.stride()}"
+    expect_combined(ex.combine_splits(m, lsum, acc, out=out), m, lsum, acc, torch.float16, label)
+    views = distinct_layouts(m, lsum, acc)
+    label = describe_layouts(m=views[0], l=views[1], acc=views[2])
+    expect_refused_or_correct(
+        lambda: ex.combine_splits(*views, out_dtype=torch.float16),
+        lambda result: expect_combined(result, m, lsum, acc, torch.float16, label + " (accepted, so it must be right)"),
+        input=label,
+        hint="the kernel addresses m, l and acc as contiguous: refuse other layouts with a ValueError (or copy them)",
+    )
+
+
+@checks("combine_splits")
 def combine_matches_closed_form(ex):
     """random states, 1, 3, 5 and 16 splits, empty slices (m = -inf, l = 0), out in float32, float16 (+bfloat16)"""
     cases = [(2, 3, 1, 32, []), (1, 4, 3, 64, [(0, 0, 0), (0, 3, 2)]), (2, 2, 5, 16, [(1, 1, 4)]), (1, 2, 16, 128, [])]

@@ -93,6 +93,13 @@ MUTANTS = [
     ),
     Mutant(
         "combine_splits",
+        "accepts_strided_states",
+        "accepts non-contiguous m, l and acc, which the kernel addresses as contiguous (r * n_splits + s)",
+        [("t.dtype != torch.float32 or not t.is_contiguous()", "t.dtype != torch.float32")],
+        mistake_zh="接受非连续的 m、l、acc，而内核按连续布局（r * n_splits + s）寻址",
+    ),
+    Mutant(
+        "combine_splits",
         "no_max_subtraction",
         "weighs splits by exp(m_s) without subtracting the max: overflows for large scores",
         [("m_max = tl.max(m, axis=0)", "m_max = tl.max(m, axis=0) * 0.0")],
