@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
+from .. import device as device_policy
 from ..check.api import load_checks
 from ..mutation.mutants import Mutant, StaleMutant, load_mutants
 from ..notebook import Mode, NotebookError, read_lesson
@@ -44,6 +45,18 @@ def mutant_verdict(mutant: Mutant, results: list[CheckResult]) -> CheckResult:
         f"survived: all {len(ran)} checks of exercise {mutant.exercise!r} passed on it ({len(results) - len(ran)} skipped). "
         "Strengthen the checks so that this mistake is caught; never delete the mutant.",
     )
+
+
+def _compiled_mutant_here(lesson, mutant: Mutant) -> CheckResult:
+    """A `requires_compiled` mutant where Triton is interpreted: stale if its text is not in the solution, else
+    *needs a GPU* without running anything (only its exercise's compiled checks could reject it)."""
+    try:
+        for cell in lesson.code_plan("solution"):
+            if cell.tag == "solution" and (cell.exercise or cell.solution) == mutant.exercise:
+                mutant.apply(cell.source)
+    except StaleMutant as exc:
+        return CheckResult(mutant.key, Outcome.FAILED, f"mutant {mutant.name}", str(exc))
+    return mutant_verdict(mutant, [CheckResult(mutant.key, Outcome.NEEDS_GPU, mutant.name, "needs compiled Triton")])
 
 
 def grade(notebook: str, units: list[Unit], *, timeout: float, emit: Callable[[dict], None]) -> None:
@@ -100,6 +113,9 @@ def _grade(notebook: str, units: list[Unit], *, timeout: float, emit: Callable[[
     for unit in (u for u in units if u.is_mutant):
         mutant = mutants[unit.key]
         emit({"type": "start", "key": unit.key, "mode": unit.mode})
+        if mutant.requires_compiled and device_policy.policy().triton_path != "compiled":
+            report(_compiled_mutant_here(lesson, mutant), unit.mode)  # nothing to run: skip loading the lesson
+            continue
         try:
             loaded = load("solution", mutant)
         except StaleMutant as exc:

@@ -106,35 +106,6 @@ def kernel_touches_only_its_heads(ex):
 
 
 @checks("rope")
-def each_operand_in_its_own_layout(ex):
-    """q a slice of a fused tensor, k with padded rows (each its own batch, seq and head strides), the cos/sin tables
-    sharing one padded layout (the kernel takes one table stride); then offsets every 3rd element of a buffer, and cos
-    and sin in two different layouts: refused or right"""
-    q, k, offsets, cos64, sin64 = random_case(2, 5, 4, 2, 16, torch.float32)
-    cos, sin = (with_layout(t.float().to(q.device), "padded") for t in (cos64, sin64))
-    lq, lk = distinct_layouts(q, k, order=UNIT_LAST_STRIDE)
-    label = describe_layouts(q=lq, k=lk, cos=cos) + f", offsets {offsets.tolist()}"
-    ex.rope_(lq, lk, cos, sin, offsets)
-    expect_rotated(lq, lk, q, k, cos64, sin64, offsets, label, hint="address q and k each with its own strides")
-    cases = [
-        ("offsets with stride 3 (a column of a (2, 3) tensor)", cos, sin, with_layout(offsets, "fused_slice")),
-        ("cos with padded rows, sin a slice of a fused tensor", cos, with_layout(sin, "fused_slice"), offsets),
-    ]
-    for case, case_cos, case_sin, case_offsets in cases:
-        lq, lk = distinct_layouts(q, k, order=UNIT_LAST_STRIDE)
-        label = f"{case}; " + describe_layouts(cos=case_cos, sin=case_sin)
-        expect_refused_or_correct(
-            lambda lq=lq, lk=lk, c=case_cos, s=case_sin, o=case_offsets: ex.rope_(lq, lk, c, s, o),
-            lambda result, lq=lq, lk=lk, label=label: expect_rotated(
-                lq, lk, q, k, cos64, sin64, offsets, label + " (accepted, so it must be right)"
-            ),
-            input=label,
-            hint="the kernel reads offsets_ptr + b and one table row stride: pass offsets.contiguous(), and refuse "
-            "(ValueError) cos and sin of different strides, or handle them",
-        )
-
-
-@checks("rope")
 def hand_checkable_rotation_by_one_radian(ex):
     """D = 2 (theta = 1), offset 1: q = (1, 0) -> (cos 1, sin 1), k = (0, 1) -> (-sin 1, cos 1)"""
     q = torch.tensor([[[[1.0, 0.0]]]], device=triton_device())
@@ -337,6 +308,35 @@ def gradients_with_a_transposed_upstream_gradient(ex):
     hint = "the kernel needs a unit stride along D: rotate d_q.contiguous().clone() and d_k.contiguous().clone()"
     expect_close(q.grad, want_q, input=label, what="q.grad", hint=hint)
     expect_close(k.grad, want_k, input=label, what="k.grad", hint=hint)
+
+
+@checks("rope")
+def each_operand_in_its_own_layout(ex):
+    """q a slice of a fused tensor, k with padded rows (each its own batch, seq and head strides), the cos/sin tables
+    sharing one padded layout (the kernel takes one table stride); then offsets every 3rd element of a buffer, and cos
+    and sin in two different layouts: refused or right"""
+    q, k, offsets, cos64, sin64 = random_case(2, 5, 4, 2, 16, torch.float32)
+    cos, sin = (with_layout(t.float().to(q.device), "padded") for t in (cos64, sin64))
+    lq, lk = distinct_layouts(q, k, order=UNIT_LAST_STRIDE)
+    label = describe_layouts(q=lq, k=lk, cos=cos) + f", offsets {offsets.tolist()}"
+    ex.rope_(lq, lk, cos, sin, offsets)
+    expect_rotated(lq, lk, q, k, cos64, sin64, offsets, label, hint="address q and k each with its own strides")
+    cases = [
+        ("offsets with stride 3 (a column of a (2, 3) tensor)", cos, sin, with_layout(offsets, "fused_slice")),
+        ("cos with padded rows, sin a slice of a fused tensor", cos, with_layout(sin, "fused_slice"), offsets),
+    ]
+    for case, case_cos, case_sin, case_offsets in cases:
+        lq, lk = distinct_layouts(q, k, order=UNIT_LAST_STRIDE)
+        label = f"{case}; " + describe_layouts(cos=case_cos, sin=case_sin)
+        expect_refused_or_correct(
+            lambda lq=lq, lk=lk, c=case_cos, s=case_sin, o=case_offsets: ex.rope_(lq, lk, c, s, o),
+            lambda result, lq=lq, lk=lk, label=label: expect_rotated(
+                lq, lk, q, k, cos64, sin64, offsets, label + " (accepted, so it must be right)"
+            ),
+            input=label,
+            hint="the kernel reads offsets_ptr + b and one table row stride: pass offsets.contiguous(), and refuse "
+            "(ValueError) cos and sin of different strides, or handle them",
+        )
 
 
 @checks("rope")

@@ -45,14 +45,17 @@ MUTANTS = [
 """
 
 
-@pytest.mark.parametrize("flagged", [True, False])
+@pytest.mark.parametrize("flagged", [True, False, "stale"])
 def test_a_compiled_only_mutant_needs_a_gpu_on_the_cpu(lab, flagged):
     flag = ", requires_compiled=True" if flagged else ""
-    lab.add_lesson(checks=CHECKS_WITH_A_COMPILED_CHECK, mutants=MUTANTS.format(wraps=WRAPS, flag=flag))
+    wraps = WRAPS.replace('("return x + 1",', '("return x + 3",') if flagged == "stale" else WRAPS
+    lab.add_lesson(checks=CHECKS_WITH_A_COMPILED_CHECK, mutants=MUTANTS.format(wraps=wraps, flag=flag))
     run = lab.run_pytest("--mutants")
     outcome, text = run.of("02_Tiny")["mutant::add_one::wraps"]
     assert run.of("02_Tiny")["mutant::add_one::adds_two"][0] == "passed", run.output
-    if flagged:
+    if flagged == "stale":  # graded without loading the lesson, but its text is still checked against the solution
+        assert outcome == "failed" and "expected the text" in text, run.output
+    elif flagged:
         assert outcome == "skipped" and "compiled checks" in text, run.output
         assert run.returncode == 0, run.output
     else:  # what the flag is for: on a CPU the small checks pass it, so it survives
