@@ -136,8 +136,9 @@ def build() -> LessonBuilder:
         Write `cross_entropy_kernel` (keep its signature: a check launches it directly on strided windows) and the
         wrapper:
 
-        1. check the constraints with messages: `logits` 2-D with unit column stride; `targets` int64 of shape
-           `(N,)`; every non-ignored target in `[0, V)` (an out-of-range target would be an out-of-bounds read);
+        1. check the constraints with messages: `logits` 2-D with unit column stride (any row stride); `targets` int64
+           of shape `(N,)` and any stride (the kernel reads `targets_ptr + row`: pass `targets.contiguous()`); every
+           non-ignored target in `[0, V)` (an out-of-range target would be an out-of-bounds read);
         2. count the valid rows, allocate the float32 per-row loss;
         3. launch one program per row with `BLOCK_SIZE = min(next_power_of_2(V), block_size)`.
 
@@ -222,7 +223,7 @@ def build() -> LessonBuilder:
             block = min(triton.next_power_of_2(n_cols), block_size)
             num_warps = 4 if block <= 1024 else 8 if block <= 4096 else 16
             cross_entropy_kernel[(n_rows,)](
-                logits, targets, loss, logits.stride(0), n_cols, max(n_valid, 1), ignore_index,
+                logits, targets.contiguous(), loss, logits.stride(0), n_cols, max(n_valid, 1), ignore_index,
                 BLOCK_SIZE=block, num_warps=num_warps,
             )
             return loss.sum() / n_valid  # n_valid == 0: 0 / 0 = nan, like F.cross_entropy

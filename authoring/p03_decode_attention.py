@@ -189,7 +189,9 @@ def build() -> LessonBuilder:
         sm_scale=None, block_n=None, validate=True)`:
 
         - `q` is `(B, H_q, d)`, the caches `(B, H_kv, S, d)`, fp16 or bf16, $H_q$ a multiple of $H_{kv}$,
-          $d \in \{16, 32, 64, 128\}$, head dim contiguous; `seq_lens` `(B,)` int32 or int64 on the same device.
+          $d \in \{16, 32, 64, 128\}$, head dim contiguous, every other stride free (q a slice of a fused QKV, a
+          cache window of a bigger one); `seq_lens` `(B,)` int32 or int64 on the same device, any stride (the kernel
+          reads `seq_lens_ptr + b`, so the launcher passes `seq_lens.contiguous()`).
         - `split_size` keys per split, a positive multiple of `block_n` (default 64 on a GPU, 16 on the interpreter);
           `n_splits = ceil(S / split_size)`.
         - With `validate=True`, also check $1 \le$ `seq_lens[b]` $\le S$ (this reads `seq_lens` back to the host: a
@@ -301,8 +303,10 @@ def build() -> LessonBuilder:
             acc (B, H_q, n_splits, d), float32, with n_splits = ceil(S / split_size)."""
             # TODO 1: check_decode_inputs; block_n (64 on a GPU, 16 on the interpreter); split_size a multiple of it
             # TODO 2: allocate m, l, acc; grid (n_splits, B, H_kv); BLOCK_G = max(16, next_power_of_2(g)); launch
+            #         (seq_lens contiguous: the kernel reads seq_lens_ptr + b)
             ### BEGIN SOLUTION
             check_decode_inputs(q, k_cache, v_cache, seq_lens, validate)
+            seq_lens = seq_lens.contiguous()                                          # a strided view: copied
             batch, num_heads, head_dim = q.shape
             _, num_kv_heads, cache_len, _ = k_cache.shape
             block_n = block_n or (64 if q.is_cuda else 16)

@@ -140,7 +140,9 @@ def build() -> LessonBuilder:
         block_n=None, validate=True)`:
 
         - `q` `(B, H_q, d)`; pools `(num_blocks, block_size, H_kv, d)`, fp16 or bf16, head dim contiguous, any
-          `block_size` $\ge 1$; `block_tables` `(B, max_blocks)` int32 or int64; `seq_lens` `(B,)` int32 or int64.
+          `block_size` $\ge 1$, every other stride free (q a slice of a fused QKV, each pool its own window);
+          `block_tables` `(B, max_blocks)` int32 or int64, any row stride, entries contiguous; `seq_lens` `(B,)` int32
+          or int64, any stride (the kernel reads `seq_lens_ptr + b`: the launcher passes `seq_lens.contiguous()`).
         - `split_size` a positive multiple of `block_n` (64 on a GPU, 16 on the interpreter). The cache length the
           splits cover is `max_blocks * block_size`.
         - `validate=True` also reads the lengths and the used table entries back to the host and refuses (ValueError)
@@ -268,9 +270,11 @@ def build() -> LessonBuilder:
             """Stage 1 over paged pools. Returns m, l (B, H_q, n_splits) and acc (B, H_q, n_splits, d), float32, with
             n_splits = ceil(max_blocks * block_size / split_size)."""
             # TODO 1: check_paged_inputs; block_n (64 on a GPU, 16 on the interpreter); split_size a multiple of it
-            # TODO 2: allocate m, l, acc; grid (n_splits, B, H_kv); launch with PAGE_SIZE = block_size
+            # TODO 2: allocate m, l, acc; grid (n_splits, B, H_kv); launch with PAGE_SIZE = block_size (seq_lens
+            #         contiguous: the kernel reads seq_lens_ptr + b)
             ### BEGIN SOLUTION
             check_paged_inputs(q, key_cache, value_cache, block_tables, seq_lens, validate)
+            seq_lens = seq_lens.contiguous()                                          # a strided view: copied
             batch, num_heads, head_dim = q.shape
             _, block_size, num_kv_heads, _ = key_cache.shape
             block_n = block_n or (64 if q.is_cuda else 16)

@@ -174,7 +174,8 @@ def build() -> LessonBuilder:
 
             q: (B, S, H_q, D), k: (B, S, H_kv, D), same dtype, D even, unit stride along D (any other strides)
             cos, sin: (P, D/2) or (P, D) float32 tables, unit column stride; only the first D/2 columns are used
-            offsets: (B,) integer, the position of token (b, s) is offsets[b] + s (must be < P)
+            offsets: (B,) integer of any stride (the kernel reads offsets_ptr + b: pass offsets.contiguous()), the
+                     position of token (b, s) is offsets[b] + s (must be < P)
             inverse: rotate by -m * theta (the transpose, used by the backward)
             """
             # TODO 1: check constraints with messages (4-D, matching B, S, D and dtype, D even, unit stride along D,
@@ -193,7 +194,7 @@ def build() -> LessonBuilder:
             if offsets.shape != (batch,):
                 raise ValueError(f"offsets must have shape ({batch},), got {tuple(offsets.shape)}")
             rope_kernel[(batch * seq_len,)](
-                q, k, cos, sin, offsets,
+                q, k, cos, sin, offsets.contiguous(),                                 # a strided view: copied
                 q.stride(0), q.stride(1), q.stride(2),
                 k.stride(0), k.stride(1), k.stride(2),
                 cos.stride(0),

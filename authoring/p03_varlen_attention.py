@@ -119,8 +119,9 @@ def build() -> LessonBuilder:
            setup, the two calls (unmasked blocks, then masked ones) and the store.
         2. `varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, causal=False, sm_scale=None)`: check the inputs,
            allocate, launch. `q` is `(total_q, H, d)`, `k` and `v` are `(total_k, H_kv, d)`, fp16 or bf16 with a
-           contiguous head dim, $d \in \{16, 32, 64, 128\}$; `cu_seqlens_*` int32 `(B + 1,)`, starting at 0,
-           non-decreasing, ending at the number of tokens; the same $B$ for both; under `causal`,
+           contiguous head dim and every other stride free (q, k and v are usually slices of one fused QKV
+           projection), $d \in \{16, 32, 64, 128\}$; `cu_seqlens_*` int32 `(B + 1,)` of any stride (the kernel reads
+           `ptr + b`: pass `.contiguous()`), starting at 0, non-decreasing, ending at the number of tokens; the same $B$ for both; under `causal`,
            $S_q \le S_k$ for every sequence; and $S_k > 0$ wherever $S_q > 0$. Reading the lengths on the host (one
            `.tolist()`) gives `max_seqlen_q` for the grid. Blocks: `BLOCK_M = 128, BLOCK_N = 64, num_warps = 8,
            num_stages = 3` on a GPU (as in `p03.flash_attention_fwd`), 16 × 16 on the interpreter.
@@ -277,8 +278,8 @@ def build() -> LessonBuilder:
             else:
                 block_m, block_n, extra = 16, 16, {}
             grid = (triton.cdiv(max(lens_q), block_m), len(lens_q) * num_heads)
-            varlen_attention_kernel[grid](
-                q, k, v, out, cu_seqlens_q, cu_seqlens_k,
+            varlen_attention_kernel[grid](                                            # cu_seqlens read at ptr + b:
+                q, k, v, out, cu_seqlens_q.contiguous(), cu_seqlens_k.contiguous(),  # a strided view is copied
                 q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
                 out.stride(0), out.stride(1),
                 num_heads, num_kv_heads, scale * math.log2(math.e),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
+from .. import device as device_policy
 from ..check.api import load_checks
 from ..check.calls import reset_options, write_options
 from ..mutation.mutants import Mutant, StaleMutant, load_mutants
@@ -33,9 +34,12 @@ def mutant_verdict(mutant: Mutant, results: list[CheckResult]) -> CheckResult:
         )
     ran = [r for r in results if r.outcome is Outcome.PASSED]
     if not ran and any(r.outcome is Outcome.NEEDS_GPU for r in results):  # a CUDA C++ exercise on a CPU
-        return CheckResult(
-            key, Outcome.NEEDS_GPU, description, "not graded here: every check of this exercise needs a CUDA GPU"
+        why = (
+            "only its exercise's compiled checks (a GPU) can reject it"
+            if mutant.requires_compiled
+            else "every check of this exercise needs a CUDA GPU"
         )
+        return CheckResult(key, Outcome.NEEDS_GPU, description, f"not graded here: {why}")
     return CheckResult(
         key,
         Outcome.FAILED,
@@ -43,6 +47,18 @@ def mutant_verdict(mutant: Mutant, results: list[CheckResult]) -> CheckResult:
         f"survived: all {len(ran)} checks of exercise {mutant.exercise!r} passed on it ({len(results) - len(ran)} skipped). "
         "Strengthen the checks so that this mistake is caught; never delete the mutant.",
     )
+
+
+def _compiled_mutant_here(lesson, mutant: Mutant) -> CheckResult:
+    """A `requires_compiled` mutant where Triton is interpreted: stale if its text is not in the solution, else
+    *needs a GPU* without running anything (only its exercise's compiled checks could reject it)."""
+    try:
+        for cell in lesson.code_plan("solution"):
+            if cell.tag == "solution" and (cell.exercise or cell.solution) == mutant.exercise:
+                mutant.apply(cell.source)
+    except StaleMutant as exc:
+        return CheckResult(mutant.key, Outcome.FAILED, f"mutant {mutant.name}", str(exc))
+    return mutant_verdict(mutant, [CheckResult(mutant.key, Outcome.NEEDS_GPU, mutant.name, "needs compiled Triton")])
 
 
 def grade(notebook: str, units: list[Unit], *, timeout: float, emit: Callable[[dict], None]) -> None:
@@ -102,6 +118,9 @@ def _grade(notebook: str, units: list[Unit], *, timeout: float, emit: Callable[[
     for unit in (u for u in units if u.is_mutant):
         mutant = mutants[unit.key]
         emit({"type": "start", "key": unit.key, "mode": unit.mode})
+        if mutant.requires_compiled and device_policy.policy().triton_path != "compiled":
+            report(_compiled_mutant_here(lesson, mutant), unit.mode)  # nothing to run: skip loading the lesson
+            continue
         try:
             loaded = load("solution", mutant)
         except StaleMutant as exc:
@@ -111,8 +130,11 @@ def _grade(notebook: str, units: list[Unit], *, timeout: float, emit: Callable[[
                 unit.key, Outcome.PASSED, f"mutant {mutant.name}: {mutant.mistake}", f"rejected: loading failed ({exc})"
             )
         else:
+            specs_of_exercise = registry.for_exercise(mutant.exercise)
+            if mutant.requires_compiled:  # only a compiled check can reject it: elsewhere it needs a GPU
+                specs_of_exercise = [s for s in specs_of_exercise if s.requires_compiled]
             results = check_exercise(
-                registry.for_exercise(mutant.exercise),
+                specs_of_exercise,
                 loaded,
                 lesson,
                 registry,

@@ -25,6 +25,9 @@ class Mutant:
     mistake: str  # the realistic mistake it stands for, in words
     replace: tuple[tuple[str, str], ...]
     mistake_zh: str = ""  # the same clause in 简体中文 (the lesson's 本节要点 lists it)
+    # rejected only by the exercise's `requires_compiled` checks (an int32 offset past 2**31 elements): graded by
+    # those checks alone, so it reads *needs a GPU* where Triton runs interpreted
+    requires_compiled: bool = False
 
     def __init__(
         self,
@@ -34,12 +37,14 @@ class Mutant:
         replace: list[tuple[str, str]] | tuple,
         *,
         mistake_zh: str = "",
+        requires_compiled: bool = False,
     ):
         object.__setattr__(self, "exercise", exercise)
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "mistake", mistake)
         object.__setattr__(self, "replace", tuple((old, new) for old, new in replace))
         object.__setattr__(self, "mistake_zh", mistake_zh)
+        object.__setattr__(self, "requires_compiled", requires_compiled)
 
     @property
     def key(self) -> str:

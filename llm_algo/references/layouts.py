@@ -104,6 +104,10 @@ LAYOUTS: dict[str, LayoutFn] = {
     "outer_padded": outer_padded,
 }
 
+UNIT_LAST_STRIDE: tuple[str, ...] = ("fused_slice", "padded", "outer_padded")
+"""The layouts whose last dimension keeps stride 1, for kernels that document a contiguous last dimension (an
+attention kernel's head dim, a softmax row): `distinct_layouts(q, k, v, order=UNIT_LAST_STRIDE)`."""
+
 
 def with_layout(t: torch.Tensor, layout: str) -> torch.Tensor:
     """`t`'s values in the named layout (one of `LAYOUTS`)."""
@@ -159,3 +163,54 @@ def expect_own_layouts(*tensors: torch.Tensor) -> None:
         sig = _signature(t)
         assert sig not in seen, f"operands {seen[sig]} and {i} share the layout {sig}"
         seen[sig] = i
+
+
+def describe_layouts(**tensors: torch.Tensor) -> str:
+    """A check's input column for operands in their own layouts: `q (2, 6, 32) strides (576, 96, 1), k ...`."""
+    return ", ".join(f"{name} {tuple(t.shape)} strides {t.stride()}" for name, t in tensors.items())
+
+
+INT32_WRAP_STRIDE = 2**30 + 2**12
+"""The stride `past_int32_offsets` gives its dimension: an int32 kernel argument (below 2**31), whose index 2 is past
+2**31 elements."""
+
+
+def past_int32_offsets(t: torch.Tensor, dim: int = 0, fill: float = float("nan")) -> torch.Tensor:
+    """`t`'s values in a view whose `dim` has stride `INT32_WRAP_STRIDE` (2**30 + 4096): every stride still fits an
+    int32 kernel argument, but index 2 of `dim` starts past 2**31 elements, where `index * stride` computed in int32
+    wraps. The rest of the buffer holds `fill` (NaN: a wrapped read is never a plausible value). The check's work stays
+    that of `t` (a few rows); its memory is (size - 1) * 2**30 elements: 4.3 GB of fp16 for 3 rows. For compiled
+    checks on a GPU (`requires_compiled=True`): an allocation this size is out of reach on the CPU."""
+    dim = dim % t.dim()
+    if t.shape[dim] < 3:
+        raise ValueError(f"dimension {dim} of size {t.shape[dim]} never reaches index 2: give it 3 or more")
+    rest = [s for d, s in enumerate(t.shape) if d != dim]
+    inner = 1
+    strides: list[int] = []
+    for size in reversed(rest):
+        strides.insert(0, inner)
+        inner *= size
+    if inner > INT32_WRAP_STRIDE:
+        raise ValueError(f"the other dimensions hold {inner} elements, more than the stride {INT32_WRAP_STRIDE}")
+    strides.insert(dim, INT32_WRAP_STRIDE)
+    buffer = torch.full(((t.shape[dim] - 1) * INT32_WRAP_STRIDE + inner,), fill, dtype=t.dtype, device=t.device)
+    view = buffer.as_strided(t.shape, strides)
+    view.copy_(t)
+    return view
+
+
+def views_past_int32(t: torch.Tensor, dims: dict[int, str]):
+    """For each `dim: name` in turn, `(name, view)` with `view = past_int32_offsets(t, dim)`; the view's buffer is
+    released (and the CUDA cache emptied) before the next one, so a check holds one 4 GB buffer at a time:
+
+        for name, huge_q in views_past_int32(q, {0: "batch", 1: "head", 2: "row"}):
+            expect_close(ex.attention(huge_q, k, v), reference(q, k, v), ...)
+    """
+    for dim, name in dims.items():
+        view = past_int32_offsets(t, dim=dim)
+        try:
+            yield name, view
+        finally:
+            del view
+            if t.is_cuda:
+                torch.cuda.empty_cache()

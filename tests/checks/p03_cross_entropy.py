@@ -9,10 +9,19 @@ import torch
 import torch.nn.functional as F
 
 from llm_algo.bench import bandwidth_row, baseline_rows, copy_row
-from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
+from llm_algo.check import (
+    Checks,
+    describe,
+    expect,
+    expect_close,
+    expect_refused,
+    expect_refused_or_correct,
+    expect_tensor,
+)
 from llm_algo.check.restrictions import AUTOGRAD, CROSS_ENTROPY, LOGSUMEXP, SOFTMAX
 from llm_algo.device import triton_compiled, triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded
+from llm_algo.references.layouts import UNIT_LAST_STRIDE, describe_layouts, with_layout
 
 checks = Checks("p03.cross_entropy", triton=True)
 checks.in_place("cross_entropy_fwd_bwd", "logits")  # overwritten with the gradient (the lesson's memory trick)
@@ -209,7 +218,71 @@ def rejects_inputs_it_cannot_handle(ex):
         )
 
 
+@checks("cross_entropy_fwd_bwd")
+def logits_and_targets_in_their_own_layouts(ex):
+    """logits (5, 70) as a slice of a fused tensor, with padded rows and as a window of a bigger buffer (each read
+    and overwritten through its own row stride); then targets every 3rd element of a buffer: refused or right"""
+    logits, targets = random_problem(5, 70, torch.float32)
+    for layout in UNIT_LAST_STRIDE:
+        work = with_layout(logits, layout)
+        label = describe_layouts(logits=work) + f" ({layout})"
+        loss = ex.cross_entropy_fwd_bwd(work, targets)
+        expect_loss_and_gradient(loss, work, logits, targets, label)
+    work, strided = logits.clone(), with_layout(targets, "fused_slice")
+    label = f"contiguous logits (5, 70), targets with stride {strided.stride(0)} (a column of a (5, 3) tensor)"
+    expect_refused_or_correct(
+        lambda: ex.cross_entropy_fwd_bwd(work, strided),
+        lambda loss: expect_loss_and_gradient(loss, work, logits, targets, label + " (accepted, so it must be right)"),
+        input=label,
+        hint="the kernel reads targets_ptr + row: pass targets.contiguous(), or refuse a strided one (ValueError)",
+    )
+
+
 # ------------------------------------------------------------------------------------ fused_cross_entropy
+
+
+def expect_loss_and_gradient(loss, work, logits, targets, label):
+    """The loss and the gradient left in `work` (the logits' memory) vs float64 autograd on the original logits."""
+    want_loss, want_grad = reference(logits, targets)
+    baseline = F.cross_entropy(logits.float(), targets)
+    expect_close(loss, want_loss, baseline=baseline, input=label, what="loss", hint=HINT_LSE)
+    hint = "address row r at logits_ptr + r * logits.stride(0) (its own row stride), for the loads and the stores"
+    expect_close(work, want_grad, baseline=float32_gradient(logits, targets), input=label, what="gradient", hint=hint)
+
+
+def expect_gradient_reached(leaf, label):
+    expect(
+        leaf.grad is not None,
+        "no gradient reached the logits",
+        input=label,
+        expected="leaf.grad set",
+        got="None",
+        hint="backward must return the saved gradient for logits (and None for targets, ignore_index)",
+    )
+
+
+@checks("fused_cross_entropy")
+def logits_with_padded_rows(ex):
+    """logits a (9, 70) window of a (9, 75) head output (row stride 75): the loss, and the gradient that reaches the
+    head output vs float64 autograd; the 5 padding columns get none"""
+    logits, targets = random_problem(9, 70, torch.float32)
+    wide = torch.randn(9, 75, device=logits.device)
+    wide[:, :70] = logits
+    leaf = wide.requires_grad_(True)
+    window = (leaf * 1)[:, :70]  # a non-leaf with row stride 75, as a slice of a head's output is
+    label = describe_layouts(logits=window)
+    loss = ex.fused_cross_entropy(window, targets)
+    loss.backward()
+    want_loss, want_grad = reference(logits, targets)
+    expect_close(loss.detach(), want_loss, baseline=F.cross_entropy(logits.float(), targets), input=label)
+    expect_gradient_reached(leaf, label)
+    expect_close(
+        leaf.grad,
+        torch.cat((want_grad, torch.zeros(9, 5, dtype=torch.float64)), dim=1),
+        input=label,
+        what="grad of the (9, 75) head output",
+        hint="the kernel writes the gradient through the logits' row stride; return that tensor from backward",
+    )
 
 
 @checks("fused_cross_entropy")
@@ -224,14 +297,7 @@ def backward_matches_autograd(ex):
             want_loss, want_grad = reference(logits, targets)
             label = describe(logits=logits, targets=targets)
             expect_close(loss.detach(), want_loss, baseline=F.cross_entropy(logits.float(), targets), input=label)
-            expect(
-                leaf.grad is not None,
-                "no gradient reached the logits",
-                input=label,
-                expected="leaf.grad set",
-                got="None",
-                hint="backward must return the saved gradient for logits (and None for targets, ignore_index)",
-            )
+            expect_gradient_reached(leaf, label)
             expect_close(
                 leaf.grad,
                 want_grad,

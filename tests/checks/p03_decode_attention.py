@@ -23,6 +23,7 @@ from llm_algo.check.restrictions import ATTENTION, LOGSUMEXP, MATMUL, SOFTMAX
 from llm_algo.device import triton_device, triton_dtypes
 from llm_algo.references.decode import sdpa_per_sequence, slice_states
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
+from llm_algo.references.layouts import UNIT_LAST_STRIDE, describe_layouts, distinct_layouts, with_layout
 
 checks = Checks("p03.decode_attention", triton=True)
 checks.in_place("combine_splits", "out")  # the caller's output buffer
@@ -38,6 +39,10 @@ checks.restrict(
 HINT_ONLINE = "rescale both l_i and acc by alpha = exp2(m_old - m_new) before adding the block"
 HINT_LENS = "stop each split at min(start + split_size, seq_lens[b]) and mask keys >= that end"
 HINT_COMBINE = "M = max_s m_s, w_s = exp(m_s - M), out = sum(w acc) / sum(w l), lse = M + log(sum(w l))"
+HINT_SEQ_LENS_STRIDE = (
+    "the kernel reads seq_lens_ptr + b: pass seq_lens.contiguous() (or its stride), or refuse a strided seq_lens with "
+    "a ValueError"
+)
 
 
 def sixteen_bit_dtypes():
@@ -147,6 +152,28 @@ PARTIAL_CASES = [
 
 
 @checks("decode_partials")
+def each_operand_in_its_own_layout(ex):
+    """q a slice of a fused QKV, k with padded rows, v a window of a bigger cache (every operand its own strides, head
+    dim contiguous), vs the float64 slices of the same values; then seq_lens every 3rd element of a buffer: refused or
+    right"""
+    q, k, v, seq_lens = random_cache(2, 6, 2, 45, 32, torch.float16, [45, 20])
+    lq, lk, lv = distinct_layouts(q, k, v, order=UNIT_LAST_STRIDE)
+    label = describe_layouts(q=lq, k=lk, v=lv) + ", seq_lens [45, 20] (NaN past 20), split_size 32, block_n 16"
+    result = ex.decode_partials(lq, lk, lv, seq_lens, 32, block_n=16)
+    expect_partials(result, q, k, v, seq_lens, 32, label)
+    strided_lens = with_layout(seq_lens, "fused_slice")
+    label = (
+        f"seq_lens [45, 20] with stride {strided_lens.stride(0)} (a column of a (2, 3) int32 tensor), contiguous q/k/v"
+    )
+    expect_refused_or_correct(
+        lambda: ex.decode_partials(q, k, v, strided_lens, 32, block_n=16),
+        lambda result: expect_partials(result, q, k, v, seq_lens, 32, label + " (accepted, so it must be right)"),
+        input=label,
+        hint=HINT_SEQ_LENS_STRIDE,
+    )
+
+
+@checks("decode_partials")
 def partials_match_float64_slices(ex):
     """(m, l, acc) of every slice vs float64: GQA 4:1, 1:1 and 3:1, d 16 to 128, lengths 1 to S, empty slices,
     NaN in every slot past a sequence's length; fp16 (+bf16 on a GPU)"""
@@ -227,6 +254,47 @@ def refuses_or_computes_what_it_may_not_support(ex):
         )
 
 
+def huge_cache(batch, heads, kv_heads, cache_len, head_dim, lens, dtype=torch.float16):
+    """A (B, H_kv, S, d) cache pair on the GPU that is NaN everywhere but the first lens[b] slots of each sequence, q
+    (B, H, d): built without a float32 temporary of the cache's size."""
+    q = torch.randn(batch, heads, head_dim, device=triton_device()).to(dtype)
+    k = torch.full((batch, kv_heads, cache_len, head_dim), float("nan"), device=triton_device(), dtype=dtype)
+    v = torch.full_like(k, float("nan"))
+    for b, n in enumerate(lens):
+        k[b, :, :n] = torch.randn(kv_heads, n, head_dim, device=triton_device()).to(dtype)
+        v[b, :, :n] = torch.randn(kv_heads, n, head_dim, device=triton_device()).to(dtype)
+    return q, k, v, torch.tensor(lens, device=triton_device(), dtype=torch.int32)
+
+
+@checks("decode_partials", requires_compiled=True)
+def batch_offsets_past_2_31_elements(ex):
+    """a cache of 3 x (2**30 + 2**23) elements per tensor (3 sequences of 8.45M slots, 1 KV head, d 128, fp16, 6.5 GB
+    each): sequence 2 starts past 2**31 elements, where an int32 batch * stride_kb wraps; short lengths, splits of
+    2**21 keys, the partial states merged in float64 vs SDPA per sequence"""
+    cache_len = 2**23 + 2**16  # stride_kb = 2**30 + 2**23 < 2**31 (an int32 argument); 2 * stride_kb > 2**31
+    lens = [200, 77, 300]
+    q, k, v, seq_lens = huge_cache(3, 4, 1, cache_len, 128, lens)
+    label = (
+        f"q {tuple(q.shape)}, k/v {tuple(k.shape)} float16 (stride_kb {k.stride(0)}: sequence 2 starts at element "
+        f"{2 * k.stride(0)} > 2**31), seq_lens {lens}, split_size 2**21"
+    )
+    try:
+        m, lsum, acc = ex.decode_partials(q, k, v, seq_lens, 2**21)
+        out, lse = combined64(m, lsum, acc)
+        out64, lse64 = sdpa_per_sequence(q, k, v, seq_lens)
+        out_same, _ = sdpa_per_sequence(q, k, v, seq_lens, dtype=q.dtype)
+        _, lse32 = sdpa_per_sequence(q, k, v, seq_lens, dtype=torch.float32)
+        hint = "cast the batch index to int64 before batch * stride_kb (2 * stride_kb passes 2**31 here)"
+        what = "softmax(q k^T) v from the merged partial states"
+        expect_close(out, out64, baseline=out_same, dtype=q.dtype, input=label, what=what, hint=hint)
+        expect_close(
+            lse, lse64, baseline=lse32, dtype=torch.float32, input=label, what="lse of the merged states", hint=hint
+        )
+    finally:
+        del k, v
+        torch.cuda.empty_cache()
+
+
 @checks("decode_partials", requires_compiled=True)
 def partials_at_scale(ex):
     """Llama-3-8B heads (32 on 8, d 128), a 5000-slot cache, lengths 5000, 1 and 4097, splits of 1024, default
@@ -301,6 +369,25 @@ def combine_stays_inside_its_output(ex):
         hint="when out is given, write into it and return it",
     )
     expect_combined(result, m, lsum, acc, torch.float32, label)
+
+
+@checks("combine_splits")
+def partial_states_in_their_own_layouts(ex):
+    """out a slice of a fused float16 tensor (written through its own strides); then m, l and acc each in a layout of
+    their own (a fused slice, padded rows, transposed storage), which combine_splits documents as contiguous: refused
+    or right"""
+    m, lsum, acc = random_states(2, 3, 5, 32, empty=[(1, 0, 2)])
+    out = with_layout(torch.zeros(2, 3, 32, device=triton_device(), dtype=torch.float16), "fused_slice")
+    label = f"m, l (2, 3, 5), acc (2, 3, 5, 32) contiguous; out float16 with strides {out.stride()}"
+    expect_combined(ex.combine_splits(m, lsum, acc, out=out), m, lsum, acc, torch.float16, label)
+    views = distinct_layouts(m, lsum, acc)
+    label = describe_layouts(m=views[0], l=views[1], acc=views[2])
+    expect_refused_or_correct(
+        lambda: ex.combine_splits(*views, out_dtype=torch.float16),
+        lambda result: expect_combined(result, m, lsum, acc, torch.float16, label + " (accepted, so it must be right)"),
+        input=label,
+        hint="the kernel addresses m, l and acc as contiguous: refuse other layouts with a ValueError (or copy them)",
+    )
 
 
 @checks("combine_splits")
@@ -493,6 +580,17 @@ def matches_sdpa_at_scale(ex):
             expect_decode(ex.decode_attention(q, k, v, seq_lens, num_splits=num_splits), q, k, v, seq_lens, label)
 
 
+@checks("decode_attention")
+def each_operand_in_its_own_layout_end_to_end(ex):
+    """q a slice of a fused QKV, k with padded rows, v a window of a bigger cache (head dim contiguous), 3 splits, vs
+    SDPA per sequence on the same values"""
+    q, k, v, seq_lens = random_cache(3, 8, 2, 50, 32, torch.float16, [50, 1, 33])
+    lq, lk, lv = distinct_layouts(q, k, v, order=UNIT_LAST_STRIDE)
+    label = describe_layouts(q=lq, k=lk, v=lv) + ", seq_lens [50, 1, 33], num_splits=3"
+    out, lse = ex.decode_attention(lq, lk, lv, seq_lens, num_splits=3)
+    expect_decode((out, lse), q, k, v, seq_lens, label)
+
+
 # ------------------------------------------------------------------------------------------------------ benchmark
 
 
@@ -511,9 +609,11 @@ def sdpa_default(q, k, v):
 
 def decode_rows(ex, batch: int) -> list[BenchRow]:
     cache_len, heads, kv_heads, head_dim = 32768, 32, 8, 128
-    q = torch.randn(batch, heads, head_dim, device="cuda", dtype=torch.bfloat16)
-    k, v = (torch.randn(batch, kv_heads, cache_len, head_dim, device="cuda", dtype=torch.bfloat16) for _ in "kv")
-    seq_lens = torch.full((batch,), cache_len, device="cuda", dtype=torch.int32)
+    q = torch.randn(batch, heads, head_dim, device=triton_device(), dtype=torch.bfloat16)
+    k, v = (
+        torch.randn(batch, kv_heads, cache_len, head_dim, device=triton_device(), dtype=torch.bfloat16) for _ in "kv"
+    )
+    seq_lens = torch.full((batch,), cache_len, device=triton_device(), dtype=torch.int32)
     kv_bytes = 2 * k.numel() * k.element_size()
     shape = f"B{batch} Hq32 Hkv8 S32768 d128 bf16"
 

@@ -23,6 +23,13 @@ from llm_algo.check import (
 from llm_algo.check.restrictions import ATTENTION, AUTOGRAD, SOFTMAX
 from llm_algo.device import triton_compiled, triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
+from llm_algo.references.layouts import (
+    INT32_WRAP_STRIDE,
+    UNIT_LAST_STRIDE,
+    describe_layouts,
+    distinct_layouts,
+    views_past_int32,
+)
 
 checks = Checks("p03.flash_attention_bwd", triton=True)
 checks.restrict(
@@ -142,20 +149,36 @@ def random_rows_shapes_and_dtypes(ex):
             )
 
 
+def expect_delta(got, out, dout, label, hint):
+    """delta = rowsum(out * dout) vs float64, with the float32 rowsum as the tolerance baseline."""
+    want = (out.double() * dout.double()).sum(-1)
+    expect_close(got, want, baseline=(out.float() * dout.float()).sum(-1), input=label, hint=hint)
+
+
 @checks("attention_delta")
 def out_and_dout_through_their_own_strides(ex):
-    """dout laid out (B, S, H, d) and viewed as (B, H, S, d): out and dout are each read with their own strides"""
+    """dout laid out (B, S, H, d) and viewed as (B, H, S, d); then out a slice of a fused tensor and dout with padded
+    rows: out and dout are each read with their own strides"""
     shape = (2, 3, 20, 32)
     out = torch.randn(shape, device=triton_device()).half()
     dout = torch.randn(2, 20, 3, 32, device=triton_device()).half().transpose(1, 2)  # strides (1920, 32, 96, 1)
     label = describe(out=out, dout=dout) + f", out strides {out.stride()}, dout strides {dout.stride()}"
-    expect_close(
-        ex.attention_delta(out, dout),
-        (out.double() * dout.double()).sum(-1),
-        baseline=(out.float() * dout.float()).sum(-1),
-        input=label,
-        hint="pass out's strides with out and dout's with dout",
-    )
+    expect_delta(ex.attention_delta(out, dout), out, dout, label, "pass out's strides with out and dout's with dout")
+    out, dout = (torch.randn(shape, device=triton_device()).half() for _ in "od")
+    lout, ldout = distinct_layouts(out, dout, order=UNIT_LAST_STRIDE)  # a fused slice and padded rows
+    hint = "read out through stride_ob/oh/om and dout through stride_dob/doh/dom"
+    expect_delta(ex.attention_delta(lout, ldout), out, dout, describe_layouts(out=lout, dout=ldout), hint)
+
+
+@checks("attention_delta", requires_compiled=True)
+def delta_offsets_past_2_31_elements(ex):
+    """out (3, 3, 3, 64) in three views whose batch, then head, then row stride is 2**30 + 4096 elements (4.3 GB of
+    fp16 each, one at a time): index 2 starts past 2**31 elements, where an int32 index * stride wraps"""
+    out, dout = (torch.randn(3, 3, 3, 64, device=triton_device()).half() for _ in "od")
+    for name, huge_out in views_past_int32(out, {0: "batch", 1: "head", 2: "row"}):
+        label = describe_layouts(out=huge_out, dout=dout) + f" ({name} 2 of out at element {2 * INT32_WRAP_STRIDE})"
+        hint = f"cast the {name} index (or its stride) to int64 before the product: 2 * stride passes 2**31 here"
+        expect_delta(ex.attention_delta(huge_out, dout), out, dout, label, hint)
 
 
 @checks("attention_delta")
@@ -231,9 +254,35 @@ LARGE_CASES = [(2, 8, 2, 1000, 1000, 128, True), (1, 4, 4, 777, 1234, 64, False)
 
 
 @checks("flash_attention_bwd")
+def each_operand_in_its_own_layout(ex):
+    """q, k, v, out, lse and the incoming gradient dout each in a layout of its own (fused-QKV slices, padded rows,
+    windows of bigger buffers; head dim contiguous): causal, GQA 2:1, batch 2, S 21, vs float64 autograd of SDPA on
+    the same values"""
+    q, k, v, out, lse, dout = backward_inputs(2, 2, 1, 21, 21, 32, True, torch.float16)
+    views = distinct_layouts(q, k, v, out, lse, dout, order=UNIT_LAST_STRIDE)
+    label = describe_layouts(**dict(zip(("q", "k", "v", "out", "lse", "dout"), views, strict=True))) + ", causal"
+    got = ex.flash_attention_bwd(*views, causal=True)
+    hint = "address q, k, v, out and dout each with its own strides (dout is not laid out like q or out)"
+    expect_gradients(got, q, k, v, dout, True, label, hint=hint)
+
+
+@checks("flash_attention_bwd")
 def matches_autograd_of_sdpa(ex):
     """dq, dk, dv vs float64 autograd of SDPA: causal and not, GQA, odd lengths, batch 1, d 64/128, fp16"""
     check_against_autograd(ex, random_cases(), torch.float16)
+
+
+@checks("flash_attention_bwd", requires_compiled=True)
+def offsets_past_2_31_elements(ex):
+    """q (3, 3, 3, 64) in three views whose batch, then head, then row stride is 2**30 + 4096 elements (4.3 GB of
+    fp16 each, one at a time): index 2 starts past 2**31 elements, where an int32 index * stride wraps (in the dQ
+    kernel, and in the dK/dV kernel's loads of q); 50 keys, GQA 3:1, non-causal"""
+    q, k, v, out, lse, dout = backward_inputs(3, 3, 1, 3, 50, 64, False, torch.float16)
+    for name, huge_q in views_past_int32(q, {0: "batch", 1: "head", 2: "row"}):
+        label = describe_layouts(q=huge_q, k=k, v=v) + f" ({name} 2 of q at element {2 * INT32_WRAP_STRIDE})"
+        hint = f"cast the {name} index (or its stride) to int64 before the product: 2 * stride passes 2**31 here"
+        got = ex.flash_attention_bwd(huge_q, k, v, out, lse, dout, causal=False)
+        expect_gradients(got, q, k, v, dout, False, label + ", non-causal", hint=hint)
 
 
 @checks("flash_attention_bwd", requires_compiled=True)

@@ -21,6 +21,13 @@ from llm_algo.check import (
 from llm_algo.check.restrictions import ATTENTION, LOGSUMEXP, SOFTMAX
 from llm_algo.device import triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
+from llm_algo.references.layouts import (
+    INT32_WRAP_STRIDE,
+    UNIT_LAST_STRIDE,
+    describe_layouts,
+    distinct_layouts,
+    views_past_int32,
+)
 
 checks = Checks("p03.flash_attention_fwd", triton=True)
 checks.restrict(
@@ -77,13 +84,13 @@ def expect_attention(ex, q, k, v, causal, label, sm_scale=None, **blocks):
     expect_attention_result(result, q, k, v, causal, label, sm_scale)
 
 
-def expect_attention_result(result, q, k, v, causal, label, sm_scale=None):
+def expect_attention_result(result, q, k, v, causal, label, sm_scale=None, hint=None):
     """Compare (out, lse) from the learner's wrapper with float64 references (SDPA, top-left causal)."""
     out, lse = result
     batch, heads, seq_q, head_dim = q.shape
     expect_tensor(out, shape=q.shape, dtype=q.dtype, device=q.device.type, input=label, what="out")
     expect_tensor(lse, shape=(batch, heads, seq_q), dtype=torch.float32, input=label, what="lse")
-    hint = f"{HINT_ONLINE}; {HINT_MASK}; scale scores by 1/sqrt(d)"
+    hint = hint or f"{HINT_ONLINE}; {HINT_MASK}; scale scores by 1/sqrt(d)"
     expect_close(
         out,
         sdpa64(q, k, v, causal, sm_scale),
@@ -139,6 +146,17 @@ def kernel_stays_inside_its_output(ex):
         what="out",
         hint="address rows with the strides you are given; " + HINT_MASK,
     )
+
+
+@checks("flash_attention_fwd")
+def each_operand_in_its_own_layout(ex):
+    """q a slice of a fused QKV, k with padded rows, v a window of a bigger buffer (every operand its own batch, head
+    and row strides; head dim contiguous): causal, GQA 4:2, batch 2, S 37, 16x16 blocks, vs SDPA on the same values"""
+    q, k, v = random_qkv(2, 4, 2, 37, 37, 32, torch.float16)
+    lq, lk, lv = distinct_layouts(q, k, v, order=UNIT_LAST_STRIDE)
+    label = describe_layouts(q=lq, k=lk, v=lv) + ", causal, 16x16 blocks"
+    result = ex.flash_attention_fwd(lq, lk, lv, causal=True, block_m=16, block_n=16)
+    expect_attention_result(result, q, k, v, True, label)
 
 
 @checks("flash_attention_fwd")
@@ -200,6 +218,19 @@ LARGE_CASES = [
 def matches_sdpa_causal_gqa_odd_lengths(ex):
     """vs SDPA (float64): causal and not, GQA, S not a multiple of the block, batch 1, d 64/128, fp16 (+bf16 on GPU)"""
     check_against_sdpa(ex, random_cases())
+
+
+@checks("flash_attention_fwd", requires_compiled=True)
+def offsets_past_2_31_elements(ex):
+    """q (3, 3, 3, 64) in three views whose batch, then head, then row stride is 2**30 + 4096 elements (4.3 GB of
+    fp16 each, one at a time): index 2 starts past 2**31 elements, where an int32 batch * stride_qb, head * stride_qh
+    or row * stride_qm wraps; 50 keys, GQA 3:1, non-causal"""
+    q, k, v = random_qkv(3, 3, 1, 3, 50, 64, torch.float16)
+    for name, huge_q in views_past_int32(q, {0: "batch", 1: "head", 2: "row"}):
+        label = describe_layouts(q=huge_q, k=k, v=v) + f" ({name} 2 of q at element {2 * INT32_WRAP_STRIDE})"
+        hint = f"cast the {name} index (or its stride) to int64 before the product: 2 * stride passes 2**31 here"
+        result = ex.flash_attention_fwd(huge_q, k, v)
+        expect_attention_result(result, q, k, v, False, label + ", non-causal", hint=hint)
 
 
 @checks("flash_attention_fwd", requires_compiled=True)

@@ -23,6 +23,7 @@ from llm_algo.check.restrictions import ATTENTION, LOGSUMEXP, MATMUL, SOFTMAX
 from llm_algo.device import triton_device, triton_dtypes
 from llm_algo.references.decode import sdpa_per_sequence, slice_states
 from llm_algo.references.kernels import expect_guard_untouched, guarded
+from llm_algo.references.layouts import UNIT_LAST_STRIDE, describe_layouts, distinct_layouts, with_layout
 
 GATHER = (torch.index_select, torch.Tensor.index_select, torch.gather, torch.Tensor.gather, torch.take)
 
@@ -173,6 +174,30 @@ PAGED_CASES = [
 
 
 @checks("paged_decode_partials")
+def each_operand_in_its_own_layout(ex):
+    """q a slice of a fused QKV, the key pool with padded rows, the value pool a window of a bigger buffer, the tables
+    a column block of a wider int32 tensor (every operand its own strides, head dim and entries contiguous), vs float64
+    slices of the same values; then seq_lens every 3rd element of a buffer: refused or right"""
+    q, k, v, pool_k, pool_v, tables, seq_lens = paged_case(2, 4, 2, 32, [37, 9], 8, torch.float16, 5)
+    lq, lpool_k, lpool_v, ltables = distinct_layouts(q, pool_k, pool_v, tables, order=UNIT_LAST_STRIDE)
+    label = describe_layouts(q=lq, key_cache=lpool_k, value_cache=lpool_v, block_tables=ltables)
+    label += f", tables {tables.tolist()}, seq_lens [37, 9], split_size 32, block_n 16"
+    result = ex.paged_decode_partials(lq, lpool_k, lpool_v, ltables, seq_lens, 32, block_n=16)
+    expect_partials(result, q, k, v, seq_lens, 32, label)
+    strided_lens = with_layout(seq_lens, "fused_slice")
+    label = (
+        f"seq_lens [37, 9] with stride {strided_lens.stride(0)} (a column of a (2, 3) int32 tensor), contiguous q/pools"
+    )
+    expect_refused_or_correct(
+        lambda: ex.paged_decode_partials(q, pool_k, pool_v, tables, strided_lens, 32, block_n=16),
+        lambda result: expect_partials(result, q, k, v, seq_lens, 32, label + " (accepted, so it must be right)"),
+        input=label,
+        hint="the kernel reads seq_lens_ptr + b: pass seq_lens.contiguous() (or its stride), or refuse a strided "
+        "seq_lens with a ValueError",
+    )
+
+
+@checks("paged_decode_partials")
 def paged_partials_match_float64_slices(ex):
     """(m, l, acc) per slice vs float64 on the contiguous cache: pages of 4, 5, 16 and 32 tokens, shared prefix
     blocks, table padding -1 or past the pool (validate=True must accept both), lengths 1 to capacity, GQA 4:1,
@@ -258,6 +283,41 @@ def paged_refuses_or_computes_float32_and_d80(ex):
             input=label,
             hint="either raise ValueError with a message before launching, or compute it correctly",
         )
+
+
+@checks("paged_decode_partials", requires_compiled=True)
+def page_offsets_past_2_31_elements(ex):
+    """pools of 2**20 + 64 pages of 16 slots x 1 KV head x d 128 (2**31 + 2**17 elements, 4.3 GB of fp16 each), tables
+    that use pages past 2**20, where an int32 page * stride_kblock (2048) wraps; lengths 50 and 64, splits of 32"""
+    num_blocks, block_size, head_dim, lens = 2**20 + 64, 16, 128, [50, 64]
+    q = torch.randn(2, 4, head_dim, device=triton_device()).half()
+    k, v = (torch.randn(2, 1, 64, head_dim, device=triton_device()).half() for _ in "kv")
+    for b, n in enumerate(lens):
+        k[b, :, n:], v[b, :, n:] = float("nan"), float("nan")
+    last = num_blocks - 1
+    tables = torch.tensor(
+        [[last, 3, last - 5, 2**20 + 1], [last - 1, 2**20, 7, last - 2]], device=triton_device()
+    ).int()
+    pool_k = torch.full(
+        (num_blocks, block_size, 1, head_dim), float("nan"), device=triton_device(), dtype=torch.float16
+    )
+    pool_v = torch.full_like(pool_k, float("nan"))
+    for b in range(2):
+        for j in range(4):
+            rows = slice(j * block_size, (j + 1) * block_size)
+            pool_k[tables[b, j]] = k[b, :, rows].transpose(0, 1)
+            pool_v[tables[b, j]] = v[b, :, rows].transpose(0, 1)
+    seq_lens = torch.tensor(lens, device=triton_device(), dtype=torch.int32)
+    label = (
+        f"pools {tuple(pool_k.shape)} float16 (page {last} starts at element {last * pool_k.stride(0)} > 2**31), "
+        f"tables {tables.tolist()}, seq_lens {lens}, split_size 32"
+    )
+    try:
+        result = ex.paged_decode_partials(q, pool_k, pool_v, tables, seq_lens, 32, block_n=16)
+        expect_partials(result, q, k, v, seq_lens, 32, label)
+    finally:
+        del pool_k, pool_v
+        torch.cuda.empty_cache()
 
 
 @checks("paged_decode_partials", requires_compiled=True)

@@ -8,10 +8,11 @@ import math
 import torch
 
 from llm_algo.bench import bandwidth_row, baseline_rows, copy_row
-from llm_algo.check import Checks, describe, expect, expect_close, expect_refused
+from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_refused_or_correct
 from llm_algo.device import triton_compiled, triton_device, triton_dtypes
 from llm_algo.references.hf import transformers_module
 from llm_algo.references.kernels import expect_guard_untouched
+from llm_algo.references.layouts import UNIT_LAST_STRIDE, describe_layouts, distinct_layouts, with_layout
 
 checks = Checks("p03.rope", triton=True)
 checks.in_place("rope", "q", "k")  # rope_ rotates q and k where they are
@@ -221,6 +222,24 @@ def run_function(ex, q, k, cos, sin, offsets):
 
 
 @checks("rotary_embedding")
+def gradients_with_operands_in_their_own_layouts(ex):
+    """q a fused slice, k with padded rows, the upstream gradients transposed and a window of a bigger buffer: q.grad
+    and k.grad vs float64 autograd"""
+    q, k, offsets, cos, sin = random_case(2, 3, 4, 2, 8, torch.float32)
+    d_q, d_k = torch.randn_like(q), torch.randn_like(k)
+    lq, lk, ld_q, ld_k = distinct_layouts(q, k, d_q, d_k)  # fused_slice, padded, transposed, outer_padded
+    lq, lk, out_q, out_k = run_function(ex, lq, lk, cos, sin, offsets)
+    torch.autograd.backward((out_q, out_k), (ld_q, ld_k))
+    want_out_q, want_out_k, want_q, want_k = autograd_reference(q, k, cos, sin, offsets, d_q, d_k)
+    label = describe_layouts(q=lq, k=lk, d_q=ld_q, d_k=ld_k)
+    expect_close(out_q, want_out_q, input=label, what="rotated q", hint="rotate copies of q and k, read by stride")
+    expect_close(out_k, want_out_k, input=label, what="rotated k", hint="rotate copies of q and k, read by stride")
+    hint = "rotate d_q.contiguous().clone() and d_k.contiguous().clone() by the inverse rotation"
+    expect_close(lq.grad, want_q, input=label, what="q.grad", hint=hint)
+    expect_close(lk.grad, want_k, input=label, what="k.grad", hint=hint)
+
+
+@checks("rotary_embedding")
 def forward_is_out_of_place(ex):
     """RotaryEmbedding.apply returns rotated copies and leaves the caller's q and k unchanged"""
     for dtype in (torch.float32, torch.float16):
@@ -290,6 +309,35 @@ def gradients_with_a_transposed_upstream_gradient(ex):
     hint = "the kernel needs a unit stride along D: rotate d_q.contiguous().clone() and d_k.contiguous().clone()"
     expect_close(q.grad, want_q, input=label, what="q.grad", hint=hint)
     expect_close(k.grad, want_k, input=label, what="k.grad", hint=hint)
+
+
+@checks("rope")
+def each_operand_in_its_own_layout(ex):
+    """q a slice of a fused tensor, k with padded rows (each its own batch, seq and head strides), the cos/sin tables
+    sharing one padded layout (the kernel takes one table stride); then offsets every 3rd element of a buffer, and cos
+    and sin in two different layouts: refused or right"""
+    q, k, offsets, cos64, sin64 = random_case(2, 5, 4, 2, 16, torch.float32)
+    cos, sin = (with_layout(t.float().to(q.device), "padded") for t in (cos64, sin64))
+    lq, lk = distinct_layouts(q, k, order=UNIT_LAST_STRIDE)
+    label = describe_layouts(q=lq, k=lk, cos=cos) + f", offsets {offsets.tolist()}"
+    ex.rope_(lq, lk, cos, sin, offsets)
+    expect_rotated(lq, lk, q, k, cos64, sin64, offsets, label, hint="address q and k each with its own strides")
+    cases = [
+        ("offsets with stride 3 (a column of a (2, 3) tensor)", cos, sin, with_layout(offsets, "fused_slice")),
+        ("cos with padded rows, sin a slice of a fused tensor", cos, with_layout(sin, "fused_slice"), offsets),
+    ]
+    for case, case_cos, case_sin, case_offsets in cases:
+        lq, lk = distinct_layouts(q, k, order=UNIT_LAST_STRIDE)
+        label = f"{case}; " + describe_layouts(cos=case_cos, sin=case_sin)
+        expect_refused_or_correct(
+            lambda lq=lq, lk=lk, c=case_cos, s=case_sin, o=case_offsets: ex.rope_(lq, lk, c, s, o),
+            lambda result, lq=lq, lk=lk, label=label: expect_rotated(
+                lq, lk, q, k, cos64, sin64, offsets, label + " (accepted, so it must be right)"
+            ),
+            input=label,
+            hint="the kernel reads offsets_ptr + b and one table row stride: pass offsets.contiguous(), and refuse "
+            "(ValueError) cos and sin of different strides, or handle them",
+        )
 
 
 @checks("rope")

@@ -11,6 +11,13 @@ from llm_algo.check import Checks, describe, expect, expect_close, expect_refuse
 from llm_algo.check.restrictions import LOGSUMEXP, SOFTMAX
 from llm_algo.device import triton_compiled, triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
+from llm_algo.references.layouts import (
+    INT32_WRAP_STRIDE,
+    UNIT_LAST_STRIDE,
+    describe_layouts,
+    views_past_int32,
+    with_layout,
+)
 
 checks = Checks("p03.softmax", triton=True)
 checks.restrict(
@@ -87,6 +94,39 @@ def kernel_stays_inside_strided_rows(ex):
     label = f"x = a (7, 100) window with row stride {x.stride(0)}, out a window with row stride {out.stride(0)}"
     expect_guard_untouched(buffer, (n_rows, n_cols), input=label, hint="mask the store with cols < n_cols")
     expect_close(out, oracle(x), input=label, hint="address row r at in_ptr + r * in_row_stride, not r * n_cols")
+
+
+def check_every_unit_stride_layout(fn, n_rows, n_cols, **kwargs):
+    """x in each layout with contiguous rows (a fused slice, padded rows, a window of a bigger buffer), each read
+    through its own row stride, vs torch.softmax in float64 of the same values."""
+    x = torch.randn(n_rows, n_cols, device=triton_device())
+    for layout in UNIT_LAST_STRIDE:
+        view = with_layout(x, layout)
+        label = describe_layouts(x=view) + f" ({layout})"
+        y = fn(view, **kwargs)
+        expect_tensor(y, shape=x.shape, dtype=x.dtype, input=label)
+        expect_close(y, oracle(x), baseline=torch.softmax(x, -1), input=label, hint=HINT_ROW_STRIDE)
+
+
+HINT_ROW_STRIDE = "address row r at in_ptr + r * x.stride(0) (the row stride you are given), never r * n_cols"
+
+
+@checks("softmax")
+def rows_in_every_layout(ex):
+    """x (7, 100) as a slice of a fused tensor, with padded rows and as a window of a bigger buffer: each read
+    through its own row stride"""
+    check_every_unit_stride_layout(ex.softmax, 7, 100)
+
+
+@checks("softmax", requires_compiled=True)
+def row_offsets_past_2_31_elements(ex):
+    """x of 3 rows of 1000 fp16 entries whose row stride is 2**30 + 4096 (4.3 GB): row 2 starts past 2**31 elements,
+    where an int32 row * stride wraps"""
+    x = torch.randn(3, 1000, device=triton_device()).half()
+    for _, huge in views_past_int32(x, {0: "row"}):
+        label = describe_layouts(x=huge) + f" (row 2 at element {2 * INT32_WRAP_STRIDE})"
+        hint = "cast the row index to int64 before row * stride (2 * stride passes 2**31 here)"
+        expect_close(ex.softmax(huge), oracle(x), baseline=torch.softmax(x.float(), -1).half(), input=label, hint=hint)
 
 
 @checks("softmax")
@@ -276,6 +316,13 @@ def random_rows_many_blocks(ex):
 def large_logits_and_masks_across_blocks(ex):
     """logits up to ~±5000, -inf runs longer than a block, the max in the last block"""
     check_large_and_masked_logits(ex.softmax_long_rows, block_size=64)
+
+
+@checks("softmax_long_rows")
+def long_rows_in_every_layout(ex):
+    """x (5, 300) as a slice of a fused tensor, with padded rows and as a window of a bigger buffer, block 64: each
+    read through its own row stride"""
+    check_every_unit_stride_layout(ex.softmax_long_rows, 5, 300, block_size=64)
 
 
 @checks("softmax_long_rows")

@@ -25,6 +25,13 @@ from llm_algo.check import (
 from llm_algo.check.restrictions import ATTENTION, LOGSUMEXP, SOFTMAX
 from llm_algo.device import triton_device, triton_dtypes
 from llm_algo.references.kernels import expect_guard_untouched, guarded
+from llm_algo.references.layouts import (
+    INT32_WRAP_STRIDE,
+    UNIT_LAST_STRIDE,
+    describe_layouts,
+    distinct_layouts,
+    views_past_int32,
+)
 
 checks = Checks("p03.varlen_attention", triton=True)
 checks.restrict(
@@ -166,6 +173,32 @@ def kernel_stays_inside_its_sequences(ex):
 
 
 @checks("varlen_attention")
+def each_operand_in_its_own_layout(ex):
+    """q a slice of a fused QKV, k with padded rows, v a window of a bigger buffer (every operand its own strides, head
+    dim contiguous), causal with a prefill chunk, GQA 4/2; then cu_seqlens_q and cu_seqlens_k as strided views:
+    refused or right"""
+    lens_q, lens_k = [5, 17, 1], [9, 17, 20]
+    q, k, v, cu_q, cu_k = packed_problem(lens_q, lens_k, 4, 2, 16, torch.float16)
+    want = loop_reference(q, k, v, lens_q, lens_k, True)
+    baseline = sdpa_per_sequence(q, k, v, lens_q, lens_k, True)
+    lq, lk, lv = distinct_layouts(q, k, v, order=UNIT_LAST_STRIDE)
+    label = describe_layouts(q=lq, k=lk, v=lv) + f", S_q {lens_q}, S_k {lens_k}, causal"
+    out = ex.varlen_attention(lq, lk, lv, cu_q, cu_k, causal=True)
+    expect_tensor(out, shape=tuple(q.shape), dtype=q.dtype, device=q.device.type, input=label, what="out")
+    hint = "address q, k and v each through its own token and head strides (q is a slice of a fused QKV here)"
+    expect_close(out, want, baseline=baseline, input=label, what="out", hint=hint)
+    strided_q, strided_k = distinct_layouts(cu_q, cu_k)
+    label = f"cu_seqlens_q and cu_seqlens_k as views with strides {strided_q.stride()} and {strided_k.stride()}"
+    expect_refused_or_correct(
+        lambda: ex.varlen_attention(q, k, v, strided_q, strided_k, causal=True),
+        lambda out: expect_close(out, want, baseline=baseline, input=label + " (accepted, so it must be right)"),
+        input=label,
+        hint="the kernel reads cu_seqlens at ptr + b: pass .contiguous() copies, or refuse strided ones with a "
+        "ValueError",
+    )
+
+
+@checks("varlen_attention")
 def equal_lengths_match_causal_attention(ex):
     """S_q = S_k per sequence: lengths 1, 16, 37, 5 (not multiples of the tile), causal and not, GQA 4/2, d 16 and 32,
     v with other strides than k"""
@@ -212,6 +245,22 @@ def sequences_do_not_see_each_other(ex):
         got=f"rows {rows[:8]} behave otherwise",
         hint=HINT_STARTS,
     )
+
+
+@checks("varlen_attention", requires_compiled=True)
+def offsets_past_2_31_elements(ex):
+    """q of 3 packed tokens x 3 heads x d 64 in two views whose token, then head stride is 2**30 + 4096 elements
+    (4.3 GB of fp16 each, one at a time): index 2 starts past 2**31 elements, where an int32 (q_start + row) *
+    stride_qt or head * stride_qh wraps; S_q [1, 1, 1], S_k [5, 7, 9], causal, GQA 3:1"""
+    lens_q, lens_k = [1, 1, 1], [5, 7, 9]
+    q, k, v, cu_q, cu_k = packed_problem(lens_q, lens_k, 3, 1, 64, torch.float16)
+    want = loop_reference(q, k, v, lens_q, lens_k, True)
+    baseline = sdpa_per_sequence(q, k, v, lens_q, lens_k, True)
+    for name, huge_q in views_past_int32(q, {0: "token", 1: "head"}):
+        label = describe_layouts(q=huge_q, k=k, v=v) + f" ({name} 2 of q at element {2 * INT32_WRAP_STRIDE}), causal"
+        out = ex.varlen_attention(huge_q, k, v, cu_q, cu_k, causal=True)
+        hint = f"compute the {name} offset in int64 (cast the index or the stride before the product)"
+        expect_close(out, want, baseline=baseline, input=label, what="out", hint=hint)
 
 
 @checks("varlen_attention", requires_compiled=True)

@@ -157,4 +157,11 @@ MUTANTS = [
         ],
         mistake_zh="第二遍重新加载数据块时没有掩码，理由是反正 store 有掩码",
     ),
+    Mutant(
+        "cross_entropy_fwd_bwd",
+        "strided_targets_read_as_contiguous",
+        "hands a strided targets tensor to a kernel that reads targets_ptr + row",
+        [("logits, targets.contiguous(), loss,", "logits, targets, loss,")],
+        mistake_zh="把带 stride 的 targets 直接交给按 targets_ptr + row 读取的内核",
+    ),
 ]

@@ -59,6 +59,53 @@ MUTANTS = [
         mistake_zh="不拒绝超过缓存长度的 seq_lens（内核会读到另一个序列的槽位）",
     ),
     Mutant(
+        "decode_partials",
+        "v_uses_k_strides",
+        "addresses V with K's strides (right whenever the two caches share a layout)",
+        [
+            (
+                "v_ptrs = v_ptr + batch * stride_vb + kv_head * stride_vh + offs_n[:, None] * stride_vn",
+                "v_ptrs = v_ptr + batch * stride_kb + kv_head * stride_kh + offs_n[:, None] * stride_kn",
+            ),
+            ("v = tl.load(v_ptrs + n * stride_vn,", "v = tl.load(v_ptrs + n * stride_kn,"),
+        ],
+        mistake_zh="用 K 的 stride 寻址 V（两个缓存布局相同时才碰巧正确）",
+    ),
+    Mutant(
+        "decode_partials",
+        "q_as_contiguous",
+        "addresses q as if it were contiguous (b * H_q * d + h * d), not through its own strides",
+        [
+            (
+                "q_ptrs = q_ptr + batch * stride_qb + heads[:, None] * stride_qh + offs_d[None, :]",
+                "q_ptrs = q_ptr + batch * num_heads * HEAD_DIM + heads[:, None] * HEAD_DIM + offs_d[None, :]",
+            )
+        ],
+        mistake_zh="把 q 当作连续张量寻址（b * H_q * d + h * d），没有用它自己的 stride",
+    ),
+    Mutant(
+        "decode_partials",
+        "strided_seq_lens_read_as_contiguous",
+        "hands a strided seq_lens to a kernel that reads seq_lens_ptr + b (another element's length, or a stray read)",
+        [("seq_lens = seq_lens.contiguous()", "seq_lens = seq_lens")],
+        mistake_zh="把带 stride 的 seq_lens 直接交给按 seq_lens_ptr + b 读取的内核（读到别的元素或越界）",
+    ),
+    Mutant(
+        "decode_partials",
+        "batch_offset_int32",
+        "keeps the batch index in int32, so batch * stride_kb wraps once a cache passes 2**31 elements",
+        [("batch = tl.program_id(1).to(tl.int64)", "batch = tl.program_id(1)")],
+        mistake_zh="batch 下标保持 int32，缓存超过 2**31 个元素后 batch * stride_kb 溢出回绕",
+        requires_compiled=True,
+    ),
+    Mutant(
+        "combine_splits",
+        "accepts_strided_states",
+        "accepts non-contiguous m, l and acc, which the kernel addresses as contiguous (r * n_splits + s)",
+        [("t.dtype != torch.float32 or not t.is_contiguous()", "t.dtype != torch.float32")],
+        mistake_zh="接受非连续的 m、l、acc，而内核按连续布局（r * n_splits + s）寻址",
+    ),
+    Mutant(
         "combine_splits",
         "no_max_subtraction",
         "weighs splits by exp(m_s) without subtracting the max: overflows for large scores",

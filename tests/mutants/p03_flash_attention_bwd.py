@@ -147,4 +147,67 @@ MUTANTS = [
         ],
         mistake_zh="dQ 内核加载每个 key 块时没有 key 掩码，最后一个块读越过了 S_k",
     ),
+    Mutant(
+        "attention_delta",
+        "do_uses_o_strides",
+        "reads dout through out's strides (right whenever the two share a layout)",
+        [
+            (
+                "do = tl.load(dout_ptr + batch * stride_dob + head * stride_doh + offs_m[:, None] * stride_dom",
+                "do = tl.load(dout_ptr + batch * stride_ob + head * stride_oh + offs_m[:, None] * stride_om",
+            )
+        ],
+        mistake_zh="用 out 的 stride 读取 dout（两者布局相同时才碰巧正确）",
+    ),
+    Mutant(
+        "attention_delta",
+        "row_offsets_int32",
+        "multiplies the row by stride_om in int32, which wraps once out passes 2**31 elements",
+        [
+            (
+                "stride_om, stride_dom = tl.cast(stride_om, tl.int64), tl.cast(stride_dom, tl.int64)",
+                "stride_om, stride_dom = stride_om, stride_dom",
+            )
+        ],
+        mistake_zh="行号乘 stride_om 用 int32 计算，out 超过 2**31 个元素后溢出回绕",
+        requires_compiled=True,
+    ),
+    Mutant(
+        "flash_attention_bwd",
+        "v_uses_k_strides",
+        "loads V's block in the dK/dV kernel with K's strides (right whenever k and v share a layout)",
+        [
+            (
+                "v = tl.load(v_ptr + batch * stride_vb + kv_head * stride_vh + offs_n[:, None] * stride_vn",
+                "v = tl.load(v_ptr + batch * stride_kb + kv_head * stride_kh + offs_n[:, None] * stride_kn",
+            )
+        ],
+        mistake_zh="dK/dV 内核用 K 的 stride 读取 V（k、v 布局相同时才碰巧正确）",
+    ),
+    Mutant(
+        "flash_attention_bwd",
+        "do_uses_q_strides",
+        "reads the incoming gradient dout in the dQ kernel through q's strides (right whenever dout is laid out like q)",
+        [
+            (
+                "do = tl.load(dout_ptr + batch * stride_dob + head * stride_doh + offs_m[:, None] * stride_dom",
+                "do = tl.load(dout_ptr + batch * stride_qb + head * stride_qh + offs_m[:, None] * stride_qm",
+            )
+        ],
+        mistake_zh="dQ 内核用 q 的 stride 读取上游梯度 dout（dout 与 q 布局相同时才碰巧正确）",
+    ),
+    Mutant(
+        "flash_attention_bwd",
+        "dq_row_offsets_int32",
+        "multiplies the query row by stride_qm in int32 in the dQ kernel, which wraps once q passes 2**31 elements",
+        [
+            (
+                "kv_head = head // (num_heads // num_kv_heads)\n"
+                "    stride_qm, stride_dom = tl.cast(stride_qm, tl.int64), tl.cast(stride_dom, tl.int64)",
+                "kv_head = head // (num_heads // num_kv_heads)\n    stride_qm, stride_dom = stride_qm, stride_dom",
+            )
+        ],
+        mistake_zh="dQ 内核中查询行号乘 stride_qm 用 int32 计算，q 超过 2**31 个元素后溢出回绕",
+        requires_compiled=True,
+    ),
 ]

@@ -117,4 +117,41 @@ MUTANTS = [
         ],
         mistake_zh="用 SDPA 计算输出，用分数的 torch.logsumexp 计算 LSE",
     ),
+    Mutant(
+        "flash_attention_fwd",
+        "v_uses_k_strides",
+        "starts V's pointers with K's batch, head and row strides (right whenever k and v share a layout)",
+        [
+            (
+                "v_ptrs = v_ptr + batch * stride_vb + kv_head * stride_vh + offs_n[:, None] * stride_vn",
+                "v_ptrs = v_ptr + batch * stride_kb + kv_head * stride_kh + offs_n[:, None] * stride_kn",
+            )
+        ],
+        mistake_zh="用 K 的 batch、head 与行 stride 计算 V 的指针（k、v 布局相同时才碰巧正确）",
+    ),
+    Mutant(
+        "flash_attention_fwd",
+        "q_as_contiguous",
+        "addresses q as if it were contiguous ((b * H + h) * S_q * d + row * d), not through its own strides",
+        [
+            (
+                "q_ptrs = q_ptr + batch * stride_qb + head * stride_qh + offs_m[:, None] * stride_qm",
+                "q_ptrs = q_ptr + (batch * num_heads + head) * seq_len_q * HEAD_DIM + offs_m[:, None] * HEAD_DIM",
+            )
+        ],
+        mistake_zh="把 q 当作连续张量寻址（(b * H + h) * S_q * d + row * d），没有用它自己的 stride",
+    ),
+    Mutant(
+        "flash_attention_fwd",
+        "row_offsets_int32",
+        "multiplies the query row by stride_qm in int32, which wraps once q passes 2**31 elements",
+        [
+            (
+                "stride_qm, stride_om = tl.cast(stride_qm, tl.int64), tl.cast(stride_om, tl.int64)",
+                "stride_qm, stride_om = stride_qm, stride_om",
+            )
+        ],
+        mistake_zh="查询行号乘 stride_qm 用 int32 计算，q 超过 2**31 个元素后溢出回绕",
+        requires_compiled=True,
+    ),
 ]

@@ -103,4 +103,37 @@ MUTANTS = [
         ],
         mistake_zh="以 float32 而不是 q 的 dtype 返回合并后的输出",
     ),
+    Mutant(
+        "paged_decode_partials",
+        "v_uses_k_strides",
+        "addresses the value pool with the key pool's strides (right whenever the two pools share a layout)",
+        [
+            ("v_head = v_ptr + kv_head * stride_vh", "v_head = v_ptr + kv_head * stride_kh"),
+            (
+                "v_rows = v_head + page * stride_vblock + slot * stride_vslot",
+                "v_rows = v_head + page * stride_kblock + slot * stride_kslot",
+            ),
+        ],
+        mistake_zh="用 key 池的 stride 寻址 value 池（两个池布局相同时才碰巧正确）",
+    ),
+    Mutant(
+        "paged_decode_partials",
+        "strided_seq_lens_read_as_contiguous",
+        "hands a strided seq_lens to a kernel that reads seq_lens_ptr + b (another element's length, or a stray read)",
+        [("seq_lens = seq_lens.contiguous()", "seq_lens = seq_lens")],
+        mistake_zh="把带 stride 的 seq_lens 直接交给按 seq_lens_ptr + b 读取的内核（读到别的元素或越界）",
+    ),
+    Mutant(
+        "paged_decode_partials",
+        "page_offset_int32",
+        "keeps the page id in int32, so page * stride_kblock wraps once the pool passes 2**31 elements",
+        [
+            (
+                "page = tl.load(table + keys // PAGE_SIZE, mask=key_ok, other=0).to(tl.int64)",
+                "page = tl.load(table + keys // PAGE_SIZE, mask=key_ok, other=0)",
+            )
+        ],
+        mistake_zh="页号保持 int32，池超过 2**31 个元素后 page * stride_kblock 溢出回绕",
+        requires_compiled=True,
+    ),
 ]

@@ -119,4 +119,23 @@ MUTANTS = [
         ],
         mistake_zh="加载 query 分块时只用了列掩码，读到了 num_q_heads 之外多余的头",
     ),
+    Mutant(
+        "rope",
+        "k_uses_q_strides",
+        "addresses k with q's batch, sequence and head strides (right whenever both are views of one fused QKV)",
+        [
+            (
+                "k_first = k_ptr + batch * k_batch_stride + seq * k_seq_stride + k_heads[:, None] * k_head_stride",
+                "k_first = k_ptr + batch * q_batch_stride + seq * q_seq_stride + k_heads[:, None] * q_head_stride",
+            )
+        ],
+        mistake_zh="用 q 的 batch、序列与 head stride 寻址 k（两者同为一个融合 QKV 的视图时才碰巧正确）",
+    ),
+    Mutant(
+        "rope",
+        "strided_offsets_read_as_contiguous",
+        "hands a strided offsets tensor to a kernel that reads offsets_ptr + b",
+        [("q, k, cos, sin, offsets.contiguous(),", "q, k, cos, sin, offsets,")],
+        mistake_zh="把带 stride 的 offsets 直接交给按 offsets_ptr + b 读取的内核",
+    ),
 ]

@@ -131,4 +131,12 @@ MUTANTS = [
         ],
         mistake_zh="用 torch.softmax 计算各行，根本没有运行内核",
     ),
+    Mutant(
+        "softmax",
+        "row_index_int32",
+        "keeps the row index in int32, so row * stride wraps once x passes 2**31 elements",
+        [("row = tl.program_id(axis=0).to(tl.int64)", "row = tl.program_id(axis=0)")],
+        mistake_zh="行号保持 int32，x 超过 2**31 个元素后 row * stride 溢出回绕",
+        requires_compiled=True,
+    ),
 ]

@@ -91,6 +91,56 @@ MUTANTS = [
         mistake_zh="对每个序列调用 SDPA，而不是运行内核",
     ),
     Mutant(
+        "varlen_attention",
+        "q_as_contiguous",
+        "addresses q as if it were contiguous (token * H * d + head * d), not through its own strides",
+        [
+            (
+                "q_ptrs = q_ptr + (q_start + offs_m[:, None]) * stride_qt + head * stride_qh + offs_d[None, :]",
+                "q_ptrs = q_ptr + (q_start + offs_m[:, None]) * (num_heads * HEAD_DIM) + head * HEAD_DIM + offs_d[None, :]",
+            )
+        ],
+        mistake_zh="把 q 当作连续张量寻址（token * H * d + head * d），没有用它自己的 stride（q 常是融合 QKV 的切片）",
+    ),
+    Mutant(
+        "varlen_attention",
+        "v_uses_k_strides",
+        "starts V's pointers with K's token and head strides (right whenever k and v share a layout)",
+        [
+            (
+                "v_ptrs = v_ptr + (k_start + offs_n[:, None]) * stride_vt + kv_head * stride_vh",
+                "v_ptrs = v_ptr + (k_start + offs_n[:, None]) * stride_kt + kv_head * stride_kh",
+            )
+        ],
+        mistake_zh="用 K 的 token 与 head stride 计算 V 的指针（k、v 布局相同时才碰巧正确）",
+    ),
+    Mutant(
+        "varlen_attention",
+        "strided_cu_seqlens_read_as_contiguous",
+        "hands strided cu_seqlens views to a kernel that reads ptr + b",
+        [
+            (
+                "q, k, v, out, cu_seqlens_q.contiguous(), cu_seqlens_k.contiguous(),",
+                "q, k, v, out, cu_seqlens_q, cu_seqlens_k,",
+            )
+        ],
+        mistake_zh="把带 stride 的 cu_seqlens 直接交给按 ptr + b 读取的内核",
+    ),
+    Mutant(
+        "varlen_attention",
+        "token_offsets_int32",
+        "computes (q_start + row) * stride_qt in int32, which wraps once q passes 2**31 elements",
+        [
+            ("q_start = tl.load(cu_seqlens_q_ptr + seq).to(tl.int64)", "q_start = tl.load(cu_seqlens_q_ptr + seq)"),
+            (
+                "stride_qt, stride_ot = tl.cast(stride_qt, tl.int64), tl.cast(stride_ot, tl.int64)",
+                "stride_qt, stride_ot = stride_qt, stride_ot",
+            ),
+        ],
+        mistake_zh="用 int32 计算 (q_start + row) * stride_qt，q 超过 2**31 个元素后溢出回绕",
+        requires_compiled=True,
+    ),
+    Mutant(
         "pack_sequences",
         "int64_cu_seqlens",
         "builds cu_seqlens with torch's default integer type (int64)",
