@@ -17,23 +17,8 @@ from llm_algo.paths import checks_module_path, lesson_notebooks
 GUARD_CALLS = {"distinct_layouts", "with_layout"}
 TRITON_CHECKS = re.compile(r"Checks\(\s*['\"][^'\"]+['\"][^)]*\btriton\s*=\s*True")
 
-GEMM = "wt-gemm-layouts"  # the helper converting the GEMM-family lessons; emptied when it merges
 GPU_RUN = "needs a GPU run (CUDA C++ checks run only on a GPU)"
 PENDING: dict[str, str] = {
-    "p03.matmul": GEMM,
-    "p03.matmul_epilogue": GEMM,
-    "p03.quant_matmul": GEMM,
-    "p03.moe_grouped_gemm": GEMM,
-    "p03.multi_lora": GEMM,
-    "p03.fused_linear_cross_entropy": GEMM,
-    "p03.layernorm": GEMM,
-    "p03.rmsnorm": GEMM,
-    "p03.fused_elementwise": GEMM,
-    "p03.vector_add": GEMM,
-    "p03.autotune": GEMM,
-    "p03.debugging": GEMM,
-    "p04.cuda_vs_triton": GEMM,
-    "p05.triton_llama": GEMM,
     "p04.async_copy": GPU_RUN,
     "p04.cuda_intro": GPU_RUN,
     "p04.reduction": GPU_RUN,
