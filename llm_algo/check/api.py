@@ -319,17 +319,24 @@ def expect_refused(
 
 
 def expect_refused_or_correct(
-    call: Callable[[], object], check_result: Callable[[object], None], input: str = "", hint: str = ""
+    call: Callable[[], object],
+    check_result: Callable[[object], None],
+    input: str = "",
+    hint: str = "",
+    *,
+    errors: tuple[type[BaseException], ...] = (ValueError, TypeError),
 ) -> None:
     """For input an exercise MAY support beyond what the lesson asks (a kernel given fp32, another head size,
-    S_q != S_k under a causal mask): a ValueError or TypeError with a message passes (a clear refusal), and so does a
-    result that `check_result` accepts; another exception (a compile error, a crash further down) or a wrong
-    result fails. Grading only the refusal would fail a learner for supporting more."""
+    S_q != S_k under a causal mask): one of `errors` (ValueError or TypeError by default; a CUDA C++ host function's
+    TORCH_CHECK raises RuntimeError) with a message passes (a clear refusal), and so does a result that
+    `check_result` accepts; another exception (a compile error, a crash further down) or a wrong result fails.
+    Grading only the refusal would fail a learner for supporting more."""
+    wanted = "/".join(e.__name__ for e in errors)
     try:
         result = call()
     except (NotImplementedError, AssertionError):
         raise
-    except (ValueError, TypeError) as exc:
+    except errors as exc:
         expect(
             bool(str(exc).strip()),
             "refused without saying why",
@@ -344,7 +351,7 @@ def expect_refused_or_correct(
             False,
             "neither refused the input clearly nor computed a result",
             input=input,
-            expected="ValueError/TypeError with a message, or a correct result",
+            expected=f"{wanted} with a message, or a correct result",
             got=repr(exc)[:160],
             hint=hint,
         )

@@ -19,7 +19,15 @@ import numpy as np
 import torch
 
 from llm_algo.bench import flops_row
-from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
+from llm_algo.check import (
+    Checks,
+    describe,
+    expect,
+    expect_close,
+    expect_refused,
+    expect_refused_or_correct,
+    expect_tensor,
+)
 from llm_algo.check.restrictions import MATMUL
 from llm_algo.cuda.races import tracing_shared_memory
 from llm_algo.cuda.sim_checks import quick_switching, recording, simulate
@@ -34,6 +42,7 @@ from llm_algo.cuda.sim_matmul import (
     true_fp32,
 )
 from llm_algo.references.kernels import expect_guard_untouched, guarded
+from llm_algo.references.layouts import describe_layouts, distinct_layouts, expect_own_layouts
 
 checks = Checks("p04.async_copy")
 checks.restrict(
@@ -695,6 +704,49 @@ def cuda_out_windows_of_nan_buffers(ex):
             input=label,
             hint="a NaN means a copy from past A or B: zfill = 16 (and src = the matrix start) for chunks outside",
         )
+
+
+HINT_LAYOUTS = (
+    "cp.async copies 16 contiguous bytes of a row from A + row * K: TORCH_CHECK(t.is_contiguous(), ...) for A, B and "
+    "out (or index through the strides)"
+)
+
+
+@checks("async_gemm_cuda", requires_cuda=True)
+def cuda_operands_in_their_own_layouts(ex):
+    """(M, N, K) = (70, 44, 36): async_matmul with A transposed (a weight kept as (out, in)) and B a window of a padded
+    buffer; async_matmul_out with A a slice of a fused tensor, B padded rows and a NaN-filled out transposed: refused
+    (RuntimeError from TORCH_CHECK) or multiplied correctly, never read or written as if contiguous"""
+    module = ex.load_async_gemm()
+    A, B = torch.randn(70, 36, device="cuda"), torch.randn(36, 44, device="cuda")
+    with true_fp32():
+        cublas = (A @ B).cpu()
+    lA, lB = distinct_layouts(A, B, order=("transposed", "outer_padded"))
+    expect_own_layouts(lA, lB)
+    label = "async_matmul: " + describe_layouts(A=lA, B=lB)
+
+    def check_product(got):
+        torch.cuda.synchronize()
+        expect_tensor(got, shape=(70, 44), dtype=torch.float32, device="cuda", input=label)
+        expect_close(got.cpu(), cuda_reference(A, B), baseline=cublas, input=label, hint=HINT_LAYOUTS)
+
+    expect_refused_or_correct(
+        lambda: module.async_matmul(lA, lB), check_product, input=label, hint=HINT_LAYOUTS, errors=(RuntimeError,)
+    )
+    torch.cuda.synchronize()
+    lA, lB, lout = distinct_layouts(A, B, torch.full((70, 44), float("nan"), device="cuda"))
+    expect_own_layouts(lA, lB, lout)
+    out_label = "async_matmul_out: " + describe_layouts(A=lA, B=lB, out=lout) + ", out NaN-filled"
+
+    def check_out(_):
+        torch.cuda.synchronize()
+        expect_close(lout.cpu(), cuda_reference(A, B), baseline=cublas, input=out_label, hint=HINT_LAYOUTS)
+
+    expect_refused_or_correct(
+        lambda: module.async_matmul_out(lA, lB, lout), check_out, input=out_label, hint=HINT_LAYOUTS,
+        errors=(RuntimeError,),
+    )  # fmt: skip
+    torch.cuda.synchronize()
 
 
 @checks("async_gemm_cuda", requires_cuda=True)

@@ -16,9 +16,18 @@ import numpy as np
 import torch
 
 from llm_algo.bench import bandwidth_row, copy_row
-from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
+from llm_algo.check import (
+    Checks,
+    describe,
+    expect,
+    expect_close,
+    expect_refused,
+    expect_refused_or_correct,
+    expect_tensor,
+)
 from llm_algo.cuda.sim_checks import LaunchRecorder, as_float32_result, recording, simulate
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
+from llm_algo.references.layouts import describe_layouts, distinct_layouts, expect_own_layouts
 
 LIKE_A = "allocate the output like a (np.empty_like(a)) and return it"
 
@@ -298,6 +307,12 @@ def saxpy_rejects_bad_input(ex):
 # ----------------------------------------------------------------------------------------- vector_add_cuda (GPU)
 
 
+HINT_LAYOUTS = (
+    "the kernel reads a[i] at ptr + i: TORCH_CHECK(t.is_contiguous(), ...) for every tensor (or index through its "
+    "stride)"
+)
+
+
 def cuda_inputs(n: int):
     return torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
 
@@ -456,3 +471,39 @@ def benchmark(ex):
         bandwidth_row("torch.add", shape, lambda: a + b, moved),
         copy_row(2**30),
     ]
+
+
+@checks("vector_add_cuda", requires_cuda=True)
+def cuda_operands_in_their_own_layouts(ex):
+    """vector_add(a, b) with a every third element of a buffer (a column of a fused tensor) and b every other one;
+    add_into(a, b, out) with a, b and out each in a strided layout of its own (out NaN-filled): each is refused
+    (RuntimeError from TORCH_CHECK) or computed correctly, never read or written as if contiguous"""
+    module = ex.load_vector_add()
+    n = 1000
+    a, b = cuda_inputs(n)
+    la, lb = distinct_layouts(a, b)
+    expect_own_layouts(la, lb)
+    label = "vector_add: " + describe_layouts(a=la, b=lb)
+
+    def check_sum(got):
+        torch.cuda.synchronize()
+        expect_tensor(got, shape=(n,), dtype=torch.float32, device="cuda", input=label)
+        expect_close(got.cpu(), a.double().cpu() + b.double().cpu(), input=label, hint=HINT_LAYOUTS)
+
+    expect_refused_or_correct(
+        lambda: module.vector_add(la, lb), check_sum, input=label, hint=HINT_LAYOUTS, errors=(RuntimeError,)
+    )
+    torch.cuda.synchronize()
+    la, lb, lout = distinct_layouts(a, b, torch.full((n,), float("nan"), device="cuda"))
+    expect_own_layouts(la, lb, lout)
+    out_label = "add_into(blocks=4, threads=256): " + describe_layouts(a=la, b=lb, out=lout) + ", out NaN-filled"
+
+    def check_out(_):
+        torch.cuda.synchronize()
+        expect_close(lout.cpu(), a.double().cpu() + b.double().cpu(), input=out_label, hint=HINT_LAYOUTS)
+
+    expect_refused_or_correct(
+        lambda: module.add_into(la, lb, lout, 4, 256), check_out, input=out_label, hint=HINT_LAYOUTS,
+        errors=(RuntimeError,),
+    )  # fmt: skip
+    torch.cuda.synchronize()

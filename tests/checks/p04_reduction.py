@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from llm_algo.bench import bandwidth_row, copy_row
-from llm_algo.check import Checks, expect, expect_close, expect_refused, expect_tensor
+from llm_algo.check import Checks, expect, expect_close, expect_refused, expect_refused_or_correct, expect_tensor
 from llm_algo.cuda.races import tracing_shared_memory
 from llm_algo.cuda.sim_checks import (
     LaunchRecorder,
@@ -30,6 +30,7 @@ from llm_algo.cuda.sim_checks import (
     simulate,
 )
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
+from llm_algo.references.layouts import describe_layouts, distinct_layouts, expect_own_layouts
 
 PARTIALS = "return the final one-element partials array"
 
@@ -425,6 +426,62 @@ def cuda_refuses_bad_input(ex):
     for call, label, hint in cases:
         expect_refused(call, input=label, hint=hint, errors=(RuntimeError,))
         torch.cuda.synchronize()
+
+
+HINT_LAYOUTS = (
+    "the kernel reads x[i] at ptr + i: TORCH_CHECK(x.is_contiguous(), ...) (and the partials) or use the strides"
+)
+
+
+@checks("reduction_cuda", requires_cuda=True)
+def cuda_operands_in_their_own_layouts(ex):
+    """sum_two_pass and sum_atomic of x (1000,) every third element of a buffer (a column of a fused tensor), then every
+    other one; block_sums(x, partial) with x and a NaN-filled partial (7,) each strided in a layout of its own: refused
+    (RuntimeError from TORCH_CHECK) or summed correctly, never read or written as if contiguous"""
+    module = ex.load_reduction()
+    x = cuda_input(1000)
+    for order in (("fused_slice",), ("padded",)):
+        (lx,) = distinct_layouts(x, order=order)
+        expect_own_layouts(lx)
+        for name in ("sum_two_pass", "sum_atomic"):
+            label = f"{name}(" + describe_layouts(x=lx) + ")"
+
+            def check_sum(got, label=label):
+                torch.cuda.synchronize()
+                expect_tensor(got, shape=(), dtype=torch.float32, device="cuda", input=label)
+                expect_close(got.cpu(), x.double().cpu().sum(), baseline=x.cpu().sum(), input=label, hint=HINT_LAYOUTS)
+
+            expect_refused_or_correct(
+                lambda name=name, lx=lx: getattr(module, name)(lx), check_sum, input=label, hint=HINT_LAYOUTS,
+                errors=(RuntimeError,),
+            )  # fmt: skip
+            torch.cuda.synchronize()
+    lx, lpartial = distinct_layouts(x, torch.full((7,), float("nan"), device="cuda"))
+    expect_own_layouts(lx, lpartial)
+    label = "block_sums(" + describe_layouts(x=lx, partial=lpartial) + "), partial NaN-filled"
+
+    def check_partials(_):
+        torch.cuda.synchronize()
+        expect(
+            not bool(lpartial.isnan().any()),
+            "a partial was never written",
+            input=label,
+            expected="every partial written",
+            got=f"{int(lpartial.isnan().sum())} NaN partials",
+            hint=HINT_LAYOUTS,
+        )
+        expect_close(
+            lpartial.double().cpu().sum().reshape(1),
+            x.double().cpu().sum().reshape(1),
+            baseline=x.cpu().sum().reshape(1),
+            input=label,
+            hint=HINT_LAYOUTS,
+        )
+
+    expect_refused_or_correct(
+        lambda: module.block_sums(lx, lpartial), check_partials, input=label, hint=HINT_LAYOUTS, errors=(RuntimeError,)
+    )
+    torch.cuda.synchronize()
 
 
 def benchmark(ex):

@@ -23,7 +23,16 @@ import numpy as np
 import torch
 
 from llm_algo.bench import bandwidth_row, flops_row
-from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor, replacing
+from llm_algo.check import (
+    Checks,
+    describe,
+    expect,
+    expect_close,
+    expect_refused,
+    expect_refused_or_correct,
+    expect_tensor,
+    replacing,
+)
 from llm_algo.check.restrictions import MATMUL
 from llm_algo.cuda.races import tracing_shared_memory
 from llm_algo.cuda.sim_checks import expect_no_bank_conflicts, quick_switching, recording, simulate
@@ -38,6 +47,7 @@ from llm_algo.cuda.sim_matmul import (
     true_fp32,
 )
 from llm_algo.references.kernels import expect_guard_untouched, guarded
+from llm_algo.references.layouts import describe_layouts, distinct_layouts, expect_own_layouts
 
 checks = Checks("p04.shared_memory")
 checks.restrict(
@@ -543,6 +553,52 @@ def cuda_refuses_bad_input(ex):
         for call, label, hint in cases:
             expect_refused(call, input=f"{name}: {label}", hint=hint, errors=(RuntimeError,))
             torch.cuda.synchronize()
+
+
+HINT_LAYOUTS = (
+    "the kernel reads A[row * K + k] and B[k * N + col]: TORCH_CHECK(t.is_contiguous(), ...) for A, B and out (or "
+    "index through the strides)"
+)
+
+
+@checks("sgemm_cuda", requires_cuda=True)
+def cuda_operands_in_their_own_layouts(ex):
+    """(M, N, K) = (70, 45, 37): matmul_tiled and sgemm with A transposed (a weight kept as (out, in)) and B a window of
+    a padded buffer; matmul_tiled_out and sgemm_out with A a slice of a fused tensor, B padded rows and a NaN-filled out
+    transposed: refused (RuntimeError from TORCH_CHECK) or multiplied correctly, never read or written as if
+    contiguous"""
+    module = ex.load_sgemm()
+    A, B = cuda_operands(70, 45, 37)
+    with true_fp32():
+        cublas = (A @ B).cpu()
+    for name in FUNCTIONS:
+        lA, lB = distinct_layouts(A, B, order=("transposed", "outer_padded"))
+        expect_own_layouts(lA, lB)
+        label = f"{name}: " + describe_layouts(A=lA, B=lB)
+
+        def check_product(got, label=label):
+            torch.cuda.synchronize()
+            expect_tensor(got, shape=(70, 45), dtype=torch.float32, device="cuda", input=label)
+            expect_close(got.cpu(), cuda_reference(A, B), baseline=cublas, input=label, hint=HINT_LAYOUTS)
+
+        expect_refused_or_correct(
+            lambda name=name, lA=lA, lB=lB: getattr(module, name)(lA, lB), check_product, input=label,
+            hint=HINT_LAYOUTS, errors=(RuntimeError,),
+        )  # fmt: skip
+        torch.cuda.synchronize()
+        lA, lB, lout = distinct_layouts(A, B, torch.full((70, 45), float("nan"), device="cuda"))
+        expect_own_layouts(lA, lB, lout)
+        label = f"{name}_out: " + describe_layouts(A=lA, B=lB, out=lout) + ", out NaN-filled"
+
+        def check_out(_, label=label, lout=lout):
+            torch.cuda.synchronize()
+            expect_close(lout.cpu(), cuda_reference(A, B), baseline=cublas, input=label, hint=HINT_LAYOUTS)
+
+        expect_refused_or_correct(
+            lambda name=name, lA=lA, lB=lB, lout=lout: getattr(module, f"{name}_out")(lA, lB, lout), check_out,
+            input=label, hint=HINT_LAYOUTS, errors=(RuntimeError,),
+        )  # fmt: skip
+        torch.cuda.synchronize()
 
 
 TRANSPOSE_CUDA = r"""

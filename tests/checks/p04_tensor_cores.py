@@ -14,9 +14,18 @@ from __future__ import annotations
 import torch
 
 from llm_algo.bench import flops_row
-from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor
+from llm_algo.check import (
+    Checks,
+    describe,
+    expect,
+    expect_close,
+    expect_refused,
+    expect_refused_or_correct,
+    expect_tensor,
+)
 from llm_algo.check.restrictions import MATMUL
 from llm_algo.references.kernels import expect_guard_untouched, guarded
+from llm_algo.references.layouts import describe_layouts, distinct_layouts, expect_own_layouts
 
 checks = Checks("p04.tensor_cores")
 checks.restrict(
@@ -597,6 +606,49 @@ def cuda_out_windows_of_nan_buffers(ex):
                 input=label,
                 hint="a NaN means a read past A or B: zero-fill unless gr < M && gc < K (A), gr < K && gc < N (B)",
             )
+
+
+HINT_LAYOUTS = (
+    "load_matrix_sync reads rows K apart from A + row * K: TORCH_CHECK(t.is_contiguous(), ...) for A, B and out (or "
+    "pass the row stride as ldm)"
+)
+
+
+@checks("wmma_gemm_cuda", requires_cuda=True, requires_capability=AMPERE)
+def cuda_operands_in_their_own_layouts(ex):
+    """(M, N, K) = (48, 32, 64) in float16 and bfloat16: wmma_gemm with A transposed (a weight kept as (out, in)) and B
+    a window of a padded buffer; wmma_gemm_out with A a slice of a fused tensor, B padded rows and a NaN-filled float32
+    out transposed: refused (RuntimeError from TORCH_CHECK) or multiplied correctly, never read or written as if
+    contiguous"""
+    module = ex.load_wmma_gemm()
+    for dtype in INPUT_DTYPES:
+        A, B = cuda_operands(48, 32, 64, dtype)
+        lA, lB = distinct_layouts(A, B, order=("transposed", "outer_padded"))
+        expect_own_layouts(lA, lB)
+        label = "wmma_gemm: " + describe_layouts(A=lA, B=lB) + f" {name_of(dtype)}"
+
+        def check_product(got, label=label, A=A, B=B):
+            torch.cuda.synchronize()
+            expect_fp32_gemm(got, A, B, input=label, hint=HINT_LAYOUTS)
+
+        expect_refused_or_correct(
+            lambda lA=lA, lB=lB: module.wmma_gemm(lA, lB), check_product, input=label, hint=HINT_LAYOUTS,
+            errors=(RuntimeError,),
+        )  # fmt: skip
+        torch.cuda.synchronize()
+        lA, lB, lout = distinct_layouts(A, B, torch.full((48, 32), float("nan"), device="cuda"))
+        expect_own_layouts(lA, lB, lout)
+        label = "wmma_gemm_out: " + describe_layouts(A=lA, B=lB, out=lout) + f" {name_of(dtype)}, out NaN-filled"
+
+        def check_out(_, label=label, A=A, B=B, lout=lout):
+            torch.cuda.synchronize()
+            expect_fp32_gemm(lout, A, B, input=label, hint=HINT_LAYOUTS)
+
+        expect_refused_or_correct(
+            lambda lA=lA, lB=lB, lout=lout: module.wmma_gemm_out(lA, lB, lout), check_out, input=label,
+            hint=HINT_LAYOUTS, errors=(RuntimeError,),
+        )  # fmt: skip
+        torch.cuda.synchronize()
 
 
 @checks("wmma_gemm_cuda", requires_cuda=True, requires_capability=AMPERE)

@@ -13,8 +13,18 @@ from __future__ import annotations
 import torch
 
 from llm_algo.bench import bandwidth_row, copy_row
-from llm_algo.check import Checks, describe, expect, expect_close, expect_refused, expect_tensor, replacing
+from llm_algo.check import (
+    Checks,
+    describe,
+    expect,
+    expect_close,
+    expect_refused,
+    expect_refused_or_correct,
+    expect_tensor,
+    replacing,
+)
 from llm_algo.check.restrictions import LOGSUMEXP, SOFTMAX
+from llm_algo.references.layouts import LAYOUTS, describe_layouts, distinct_layouts, expect_own_layouts
 
 REDUCTIONS = [
     torch.sum,
@@ -382,6 +392,29 @@ def cuda_writes_only_its_rows(ex):
             input=label,
             hint="a warp whose row is >= rows must return before touching memory",
         )
+
+
+@checks("warp_softmax_cuda", requires_cuda=True)
+def cuda_operands_in_their_own_layouts(ex):
+    """x (5, 100) as a slice of a fused tensor, with padded rows, transposed, and a window of a padded buffer: refused
+    (RuntimeError from TORCH_CHECK) or normalised correctly, never read as if contiguous"""
+    module = ex.load_warp_softmax()
+    x = torch.randn(5, 100, device="cuda") * 3
+    for layout in LAYOUTS:
+        (lx,) = distinct_layouts(x, order=(layout,))
+        expect_own_layouts(lx)
+        label = f"x {layout}: " + describe_layouts(x=lx)
+        hint = "the kernel reads row r at x + r * cols: TORCH_CHECK(x.is_contiguous(), ...) (or use x.stride(0))"
+
+        def check_softmax(got, label=label, hint=hint):
+            torch.cuda.synchronize()
+            expect_tensor(got, shape=(5, 100), dtype=torch.float32, device="cuda", input=label)
+            expect_close(got.cpu(), softmax_reference(x.cpu()), input=label, hint=hint)
+
+        expect_refused_or_correct(
+            lambda lx=lx: module.warp_softmax_cuda(lx), check_softmax, input=label, hint=hint, errors=(RuntimeError,)
+        )
+        torch.cuda.synchronize()
 
 
 @checks("warp_softmax_cuda", requires_cuda=True)

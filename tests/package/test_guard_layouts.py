@@ -17,15 +17,7 @@ from llm_algo.paths import checks_module_path, lesson_notebooks
 GUARD_CALLS = {"distinct_layouts", "with_layout"}
 TRITON_CHECKS = re.compile(r"Checks\(\s*['\"][^'\"]+['\"][^)]*\btriton\s*=\s*True")
 
-GPU_RUN = "needs a GPU run (CUDA C++ checks run only on a GPU)"
-PENDING: dict[str, str] = {
-    "p04.async_copy": GPU_RUN,
-    "p04.cuda_intro": GPU_RUN,
-    "p04.reduction": GPU_RUN,
-    "p04.shared_memory": GPU_RUN,
-    "p04.tensor_cores": GPU_RUN,
-    "p04.warp_primitives": GPU_RUN,
-}
+PENDING: dict[str, str] = {}
 
 
 def kernel_kind(notebook: Path, checks_source: str) -> str | None:
