@@ -307,6 +307,8 @@ def saxpy_rejects_bad_input(ex):
 # ----------------------------------------------------------------------------------------- vector_add_cuda (GPU)
 
 
+REFUSALS = (RuntimeError, ValueError, TypeError)  # TORCH_CHECK, TORCH_CHECK_VALUE, TORCH_CHECK_TYPE
+
 HINT_LAYOUTS = (
     "the kernel reads a[i] at ptr + i: TORCH_CHECK(t.is_contiguous(), ...) for every tensor (or index through its "
     "stride)"
@@ -491,7 +493,7 @@ def cuda_operands_in_their_own_layouts(ex):
         expect_close(got.cpu(), a.double().cpu() + b.double().cpu(), input=label, hint=HINT_LAYOUTS)
 
     expect_refused_or_correct(
-        lambda: module.vector_add(la, lb), check_sum, input=label, hint=HINT_LAYOUTS, errors=(RuntimeError,)
+        lambda: module.vector_add(la, lb), check_sum, input=label, hint=HINT_LAYOUTS, errors=REFUSALS
     )
     torch.cuda.synchronize()
     la, lb, lout = distinct_layouts(a, b, torch.full((n,), float("nan"), device="cuda"))
@@ -504,6 +506,6 @@ def cuda_operands_in_their_own_layouts(ex):
 
     expect_refused_or_correct(
         lambda: module.add_into(la, lb, lout, 4, 256), check_out, input=out_label, hint=HINT_LAYOUTS,
-        errors=(RuntimeError,),
+        errors=REFUSALS,
     )  # fmt: skip
     torch.cuda.synchronize()

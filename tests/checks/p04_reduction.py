@@ -428,6 +428,8 @@ def cuda_refuses_bad_input(ex):
         torch.cuda.synchronize()
 
 
+REFUSALS = (RuntimeError, ValueError, TypeError)  # TORCH_CHECK, TORCH_CHECK_VALUE, TORCH_CHECK_TYPE
+
 HINT_LAYOUTS = (
     "the kernel reads x[i] at ptr + i: TORCH_CHECK(x.is_contiguous(), ...) (and the partials) or use the strides"
 )
@@ -453,7 +455,7 @@ def cuda_operands_in_their_own_layouts(ex):
 
             expect_refused_or_correct(
                 lambda name=name, lx=lx: getattr(module, name)(lx), check_sum, input=label, hint=HINT_LAYOUTS,
-                errors=(RuntimeError,),
+                errors=REFUSALS,
             )  # fmt: skip
             torch.cuda.synchronize()
     lx, lpartial = distinct_layouts(x, torch.full((7,), float("nan"), device="cuda"))
@@ -479,7 +481,7 @@ def cuda_operands_in_their_own_layouts(ex):
         )
 
     expect_refused_or_correct(
-        lambda: module.block_sums(lx, lpartial), check_partials, input=label, hint=HINT_LAYOUTS, errors=(RuntimeError,)
+        lambda: module.block_sums(lx, lpartial), check_partials, input=label, hint=HINT_LAYOUTS, errors=REFUSALS
     )
     torch.cuda.synchronize()
 

@@ -555,6 +555,8 @@ def cuda_refuses_bad_input(ex):
             torch.cuda.synchronize()
 
 
+REFUSALS = (RuntimeError, ValueError, TypeError)  # TORCH_CHECK, TORCH_CHECK_VALUE, TORCH_CHECK_TYPE
+
 HINT_LAYOUTS = (
     "the kernel reads A[row * K + k] and B[k * N + col]: TORCH_CHECK(t.is_contiguous(), ...) for A, B and out (or "
     "index through the strides)"
@@ -583,7 +585,7 @@ def cuda_operands_in_their_own_layouts(ex):
 
         expect_refused_or_correct(
             lambda name=name, lA=lA, lB=lB: getattr(module, name)(lA, lB), check_product, input=label,
-            hint=HINT_LAYOUTS, errors=(RuntimeError,),
+            hint=HINT_LAYOUTS, errors=REFUSALS,
         )  # fmt: skip
         torch.cuda.synchronize()
         lA, lB, lout = distinct_layouts(A, B, torch.full((70, 45), float("nan"), device="cuda"))
@@ -596,7 +598,7 @@ def cuda_operands_in_their_own_layouts(ex):
 
         expect_refused_or_correct(
             lambda name=name, lA=lA, lB=lB, lout=lout: getattr(module, f"{name}_out")(lA, lB, lout), check_out,
-            input=label, hint=HINT_LAYOUTS, errors=(RuntimeError,),
+            input=label, hint=HINT_LAYOUTS, errors=REFUSALS,
         )  # fmt: skip
         torch.cuda.synchronize()
 

@@ -608,6 +608,8 @@ def cuda_out_windows_of_nan_buffers(ex):
             )
 
 
+REFUSALS = (RuntimeError, ValueError, TypeError)  # TORCH_CHECK, TORCH_CHECK_VALUE, TORCH_CHECK_TYPE
+
 HINT_LAYOUTS = (
     "load_matrix_sync reads rows K apart from A + row * K: TORCH_CHECK(t.is_contiguous(), ...) for A, B and out (or "
     "pass the row stride as ldm)"
@@ -633,7 +635,7 @@ def cuda_operands_in_their_own_layouts(ex):
 
         expect_refused_or_correct(
             lambda lA=lA, lB=lB: module.wmma_gemm(lA, lB), check_product, input=label, hint=HINT_LAYOUTS,
-            errors=(RuntimeError,),
+            errors=REFUSALS,
         )  # fmt: skip
         torch.cuda.synchronize()
         lA, lB, lout = distinct_layouts(A, B, torch.full((48, 32), float("nan"), device="cuda"))
@@ -646,7 +648,7 @@ def cuda_operands_in_their_own_layouts(ex):
 
         expect_refused_or_correct(
             lambda lA=lA, lB=lB, lout=lout: module.wmma_gemm_out(lA, lB, lout), check_out, input=label,
-            hint=HINT_LAYOUTS, errors=(RuntimeError,),
+            hint=HINT_LAYOUTS, errors=REFUSALS,
         )  # fmt: skip
         torch.cuda.synchronize()
 

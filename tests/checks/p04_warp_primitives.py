@@ -394,6 +394,9 @@ def cuda_writes_only_its_rows(ex):
         )
 
 
+REFUSALS = (RuntimeError, ValueError, TypeError)  # TORCH_CHECK, TORCH_CHECK_VALUE, TORCH_CHECK_TYPE
+
+
 @checks("warp_softmax_cuda", requires_cuda=True)
 def cuda_operands_in_their_own_layouts(ex):
     """x (5, 100) as a slice of a fused tensor, with padded rows, transposed, and a window of a padded buffer: refused
@@ -412,7 +415,7 @@ def cuda_operands_in_their_own_layouts(ex):
             expect_close(got.cpu(), softmax_reference(x.cpu()), input=label, hint=hint)
 
         expect_refused_or_correct(
-            lambda lx=lx: module.warp_softmax_cuda(lx), check_softmax, input=label, hint=hint, errors=(RuntimeError,)
+            lambda lx=lx: module.warp_softmax_cuda(lx), check_softmax, input=label, hint=hint, errors=REFUSALS
         )
         torch.cuda.synchronize()
 
