@@ -21,9 +21,9 @@ step() {  # step NAME SECONDS COMMAND...
   grep -E "^(FAILED|ERROR)|passed|failed|prebuild-cuda: done" "$OUT/$name.log" | tail -12
 }
 # shellcheck disable=SC2086
-step prebuild 180 python3 -m llm_algo prebuild-cuda --jobs 12 $CPP
+step prebuild 150 python3 -m llm_algo prebuild-cuda --jobs 12 $CPP
 # shellcheck disable=SC2086
-step part04 220 python3 -m pytest -q -p no:cacheprovider -p no:xdist --self-check --grading-jobs 8 $CPP
+step part04 180 python3 -m pytest -q -p no:cacheprovider -p no:xdist --self-check --grading-jobs 8 $CPP
 # shellcheck disable=SC2086
-step c5 110 python3 -m pytest -q -p no:cacheprovider -p no:xdist --solutions --mutants --grading-jobs 6 $ATTN -k "past_2_31 or int32"
-step matmul 50 python3 -m pytest -q -p no:cacheprovider -p no:xdist --self-check --grading-jobs 2 03_Triton_Kernels/07_MatMul.ipynb
+step c5 90 python3 -m pytest -q -p no:cacheprovider -p no:xdist --solutions --mutants --grading-jobs 6 $ATTN -k "past_2_31 or int32"
+step matmul 40 python3 -m pytest -q -p no:cacheprovider -p no:xdist --self-check --grading-jobs 2 03_Triton_Kernels/07_MatMul.ipynb
