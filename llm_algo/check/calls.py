@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import itertools
 import json
 import threading
 from pathlib import Path
@@ -33,8 +32,8 @@ from .failure import CheckFailed
 
 SNAPSHOT_LIMIT = 1 << 24  # elements: a larger argument (a GPU-only check's huge cache) is not copied and compared
 
-_ACTIVE: dict[int, CallRecorder] = {}
-_KEYS = itertools.count(1)
+_ACTIVE: dict[int, CallRecorder] = {}  # id of a notebook namespace -> the recorder of the check running on it
+_WRAPPERS = "__llm_algo_recorded__"  # the namespace's own table of wrappers: one per function, as long as it lives
 _options_seen: dict[str, set[str]] = {}  # "name" or "Class.method" -> parameters given a non-default value
 
 
@@ -82,7 +81,7 @@ def _non_default(signature: inspect.Signature, bound: inspect.BoundArguments) ->
 _outside = threading.local()  # call depth of recorded functions running outside a check (in a rank process)
 
 
-def _record_call(key: int, qualname: str, function, args: tuple, kwargs: dict):
+def _record_call(key: int, qualname: str, function, args: tuple, kwargs: dict):  # key: id of the namespace
     """The body of every recording wrapper: look the recorder up, record, call. In a rank process (no recorder: the
     check sent the function there) only the options are recorded; the rank sends them back with its result."""
     recorder = _ACTIVE.get(key)
@@ -124,13 +123,15 @@ class CallRecorder:
     def __init__(self, namespace: dict, in_place: frozenset[str] = frozenset()):
         self.namespace = namespace
         self.in_place = in_place
-        self.key = next(_KEYS)
+        self.key = id(namespace)
+        self._outer: CallRecorder | None = None  # a check run inside this one (a diagnosis) restores this on exit
         self.local = threading.local()
         self._patched: list[tuple[type, str, object]] = []
         self.found: CheckFailed | None = None  # the first changed input: fails the check even if something caught it
 
     # -- lifetime
     def __enter__(self) -> CallRecorder:
+        self._outer = _ACTIVE.get(self.key)
         _ACTIVE[self.key] = self
         module = self.namespace.get("__name__")
         for value in list(self.namespace.values()):
@@ -139,7 +140,10 @@ class CallRecorder:
         return self
 
     def __exit__(self, *exc_info) -> None:
-        _ACTIVE.pop(self.key, None)
+        if self._outer is not None:
+            _ACTIVE[self.key] = self._outer
+        else:
+            _ACTIVE.pop(self.key, None)
         for cls, name, original in reversed(self._patched):
             setattr(cls, name, original)
         self._patched.clear()
@@ -155,9 +159,18 @@ class CallRecorder:
         return _RecordedExercise(ex, self)
 
     def wrap_function(self, name: str, value):
-        if inspect.isfunction(value) and inspect.unwrap(value).__globals__ is self.namespace:
+        """A notebook function comes back wrapped; a plain one always by the same wrapper (kept in the namespace), so
+        that `ex.f is ex.f` and a check may key a cache on `id(ex.f)` (a fresh wrapper per access could take the id
+        of a dead one, from another namespace)."""
+        if not inspect.isfunction(value) or inspect.unwrap(value).__globals__ is not self.namespace:
+            return value
+        if value.__globals__ is not self.namespace:  # another wrapper (a kernel exercise's watch), new per check
             return _wrap(self.key, name, value)
-        return value
+        table = self.namespace.setdefault(_WRAPPERS, {})
+        cached = table.get(name)
+        if cached is None or cached.__wrapped__ is not value:
+            cached = table[name] = _wrap(self.key, name, value)
+        return cached
 
     # -- recording
     def outermost(self) -> bool:

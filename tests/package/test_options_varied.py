@@ -227,3 +227,17 @@ def test_in_place_declarations_reach_the_specs():
     assert checks.specs[0].in_place == frozenset({"params"})
     with pytest.raises(ValueError):
         checks.in_place("step")
+
+
+def test_a_function_comes_back_as_one_wrapper():
+    """Checks key caches on id(ex.f): a fresh wrapper per access could take the id of a dead one from another
+    namespace (a mutant's run then reads the reference's cached result)."""
+    namespace = learner_namespace("def train(x, lr=0.1):\n    return x * lr\n")
+    from llm_algo.check.api import Exercise
+
+    with CallRecorder(namespace) as first:
+        ex = first.exercise(Exercise(namespace, "lesson"))
+        wrapper = ex.train
+        assert ex.train is wrapper
+    with CallRecorder(namespace) as second:
+        assert second.exercise(Exercise(namespace, "lesson")).train is wrapper
