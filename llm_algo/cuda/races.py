@@ -133,22 +133,27 @@ def _traced_array(shape, dtype, frame) -> TracedShared:
     return found
 
 
+# What makes a block's array for one `cuda.shared.array` call site, given (shape, NumPy dtype, the caller's frame);
+# None: `np.empty`. Set while shared memory is traced; read by `llm_algo.cuda.simulator`'s allocation (which imports
+# this module: the simulator must be switched on by importing `llm_algo.cuda.simulator` first, as every twin does).
+shared_factory = None
+
+
 @contextlib.contextmanager
 def tracing_shared_memory():
     """While it is open, blocks get TracedShared arrays (one per call site, as the simulator allocates them) and each
     thread's barriers are counted; yields the SharedAccessLog. Nested: an inner one shares the outer one's log."""
-    from . import simulator  # switches the simulator on (and installs the strict launch) if nothing has yet
-
+    global shared_factory
     if TracedShared.log is not None:
         yield TracedShared.log
         return
     log = SharedAccessLog()
-    simulator.shared_factory = _traced_array
+    shared_factory = _traced_array
     TracedShared.log = log
     try:
         yield log
     finally:
-        simulator.shared_factory = None
+        shared_factory = None
         TracedShared.log = None
 
 

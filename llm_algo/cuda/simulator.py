@@ -62,11 +62,6 @@ def _numba_cuda():
     return cuda
 
 
-# What makes a block's array for one `cuda.shared.array` call site, given (shape, NumPy dtype, the caller's frame);
-# None: `np.empty`. `llm_algo.cuda.races` sets it while it traces shared memory.
-shared_factory = None
-
-
 def _serialize_shared_allocation() -> None:
     """numba-cuda's simulator hands each `cuda.shared.array(...)` call site one array per block, looked up and created
     without a lock: two threads of a block can both find none and each make its own, so one thread's stores land in
@@ -77,6 +72,8 @@ def _serialize_shared_allocation() -> None:
 
     import numpy as np
     from numba.cuda.simulator import kernelapi
+
+    from . import races  # races.shared_factory: set while shared memory is traced
 
     shared = kernelapi.FakeCUDAShared
     if getattr(shared.array, "_llm_algo_locked", False):
@@ -93,7 +90,7 @@ def _serialize_shared_allocation() -> None:
         with lock:
             found = self._allocations.get(caller)
             if found is None:
-                make = shared_factory or (lambda shape, dtype, frame: np.empty(shape, dtype))
+                make = races.shared_factory or (lambda shape, dtype, frame: np.empty(shape, dtype))
                 found = self._allocations[caller] = make(shape, dtype, frame)
         return found
 

@@ -18,6 +18,9 @@ def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A checkout with one lesson source (p02.swiglu), built once."""
     (tmp_path / "authoring").mkdir()
     (tmp_path / "authoring" / SOURCE.name).write_text(SOURCE.read_text(encoding="utf-8"), encoding="utf-8")
+    mutants = MAIN_REPO / "tests" / "mutants" / "p02_swiglu.py"  # the usual-mistakes block is built from them
+    (tmp_path / "tests" / "mutants").mkdir(parents=True)
+    (tmp_path / "tests" / "mutants" / mutants.name).write_text(mutants.read_text(encoding="utf-8"), encoding="utf-8")
     monkeypatch.setenv("LLM_ALGO_ROOT", str(tmp_path))
     clear_caches()
     yield tmp_path

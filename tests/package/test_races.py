@@ -105,10 +105,10 @@ def test_a_return_before_a_barrier_is_divergent_too():
 
 
 def test_tracing_ends_with_the_launch():
-    from llm_algo.cuda import races, simulator
+    from llm_algo.cuda import races
 
     rotate[1, 4](np.zeros(4, dtype=np.float32), True)
-    assert simulator.shared_factory is None and races.TracedShared.log is None
+    assert races.shared_factory is None and races.TracedShared.log is None
 
 
 @cuda.jit
