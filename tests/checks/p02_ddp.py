@@ -114,7 +114,38 @@ class SGD:
             p.sub_(self.lr * self.buffers[p])
 
 
-def make_optimizer(kind, params):
+class AdamW:
+    """torch.optim.AdamW's update, elementwise, for the ranks (the same reason as SGD). It is given every parameter,
+    frozen ones included, and skips a .grad that is None, as torch.optim does; the single-process reference of
+    `frozen_and_unused_parameters_on_a_subgroup` is torch.optim.AdamW itself."""
+
+    def __init__(self, params, lr=0.05, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1):
+        self.params, self.lr, self.betas, self.eps, self.weight_decay = list(params), lr, betas, eps, weight_decay
+        self.state = {}
+
+    def zero_grad(self):
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self):
+        beta1, beta2 = self.betas
+        for p in self.params:
+            if p.grad is None:
+                continue
+            step, m, v = self.state.get(p, (0, torch.zeros_like(p), torch.zeros_like(p)))
+            step += 1
+            self.state[p] = (step, m, v)
+            p.mul_(1 - self.lr * self.weight_decay)
+            m.lerp_(p.grad, 1 - beta1)
+            v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+            denom = (v.sqrt() / (1 - beta2**step) ** 0.5).add_(self.eps)
+            p.addcdiv_(m, denom, value=-self.lr / (1 - beta1**step))
+
+
+def make_optimizer(kind, params, reference=False):
+    if kind == "adamw":  # every parameter, frozen and unused ones included: the optimizer skips those without .grad
+        return torch.optim.AdamW(params, lr=0.05, weight_decay=0.1) if reference else AdamW(params)
     params = [p for p in params if p.requires_grad]
     return SGD(params, lr=0.5, momentum=0.0 if kind == "plain sgd" else 0.9)
 
@@ -132,7 +163,7 @@ def single_process(seed, dtype, optimizer, batches, use_mlp=None, model_class=Ti
     """The reference: rank 0's initial model trained on the full batches in one process."""
     torch.manual_seed(seed)
     model = model_class().to(dtype)
-    opt = make_optimizer(optimizer, model.parameters())
+    opt = make_optimizer(optimizer, model.parameters(), reference=True)
     losses = []
     for step, (tokens, targets) in enumerate(batches):
         opt.zero_grad()
@@ -524,6 +555,15 @@ def record_backward(ddp_class, seed, tokens, targets):
     return events
 
 
+def bucket_reductions(events, flags):
+    """The sizes of the all-reduces of one backward, less one of `flags` values (one per trainable parameter: the
+    all-reduce that tells which parameters some rank has a gradient for, as torch's DDP reduces its used map)."""
+    sizes = sorted(n for kind, n in events if kind == "all_reduce")
+    if flags in sizes:
+        sizes.remove(flags)
+    return sizes
+
+
 @checks("ddp")
 @one_thread()
 def all_reduces_overlap_backward(ex):
@@ -539,7 +579,7 @@ def all_reduces_overlap_backward(ex):
     per_rank = expect_ranks_ok(results, input=label)
     events = per_rank[0]
     first_pass = events[: events.index(("backward returned", 0))]
-    sizes = sorted(n for kind, n in first_pass if kind == "all_reduce")
+    sizes = bucket_reductions(first_pass, len(trainable))
     expect(
         sizes == want_sizes,
         "the all-reduces of one backward are not one per bucket",
@@ -551,11 +591,11 @@ def all_reduces_overlap_backward(ex):
     )
     second_pass = events[len(first_pass) + 1 : -1]
     expect(
-        sorted(n for kind, n in second_pass if kind == "all_reduce") == want_sizes,
+        bucket_reductions(second_pass, len(trainable)) == want_sizes,
         "the second backward did not reduce every bucket again",
         input=label,
         expected=f"{want_sizes} again",
-        got=str(sorted(n for kind, n in second_pass if kind == "all_reduce")),
+        got=str(bucket_reductions(second_pass, len(trainable))),
         hint="reset the per-backward state (missing counts, next bucket, handles) at the end of _finish",
     )
     order = [kind for kind, _ in first_pass]
@@ -616,10 +656,11 @@ def no_sync_accumulates_locally(ex):
     buckets = len(torch_buckets(trainable, bucket_cap(torch.float64)))
     counts = per_rank[0][1]
     expect(
-        counts == [0, buckets] * len(batches),
+        counts[::2] == [0] * len(batches) and all(n in (buckets, buckets + 1) for n in counts[1::2]),
         "communication inside no_sync(), or not after it",
         input=label,
-        expected=f"all-reduces per backward: {[0, buckets] * len(batches)}",
+        expected=f"all-reduces per backward: {[0, buckets] * len(batches)} (or {buckets + 1} after no_sync(), with "
+        "the all-reduce of which parameters have a gradient)",
         got=str(counts),
         hint="no_sync() turns the hooks off for its block; the next backward reduces the accumulated .grad",
     )
@@ -664,27 +705,29 @@ def unused_parameters_flushed_at_the_end(ex):
 @one_thread()
 def frozen_and_unused_parameters_on_a_subgroup(ex):
     """the group [1, 2] of a world of 3 (rank 0 receives nothing), a frozen logit bias and a parameter the forward
-    never uses, SGD with momentum, 4 steps: every member equals one process trained on the full batch"""
+    never uses, AdamW with weight decay 0.1, 4 steps: every member equals one process trained on the full batch with
+    torch.optim.AdamW (which skips both: their .grad is None; a zero .grad would be decayed)"""
     attempted(lambda: ex.DDP("not a module"))
     batches = make_batches(4, 8)
     label = (
         "the group [1, 2] of a world of 3, TiedLM float64 with a frozen logit bias and an unused parameter (5,), "
-        "batch 8 = 2 x 4, SGD momentum, 4 steps"
+        "batch 8 = 2 x 4, AdamW lr 0.05 weight decay 0.1, 4 steps"
     )
     hint = "take the rank and size from the group and pass group= to the broadcast and to every all-reduce"
     results = on_subgroup(
         trained_parameters,
         input=label,
         hint=hint,
-        args=(ex.DDP, 13, torch.float64, "sgd", batches, None, TiedLMWithUnused),
+        args=(ex.DDP, 13, torch.float64, "adamw", batches, None, TiedLMWithUnused),
     )
     per_rank = expect_ranks_ok(results, input=label, hint=f"{hint}; {GROUP_HINT}")
-    want, want_losses = single_process(13, torch.float64, "sgd", batches, model_class=TiedLMWithUnused)
+    want, want_losses = single_process(13, torch.float64, "adamw", batches, model_class=TiedLMWithUnused)
     compare_replicas(
         per_rank,
         want,
         input=label,
-        hint="the mean over the group's ranks: divide by dist.get_world_size(group), not the world's",
+        hint="the mean over the group's ranks: divide by dist.get_world_size(group), not the world's; a parameter "
+        "that no rank has a gradient for keeps .grad None (a zero gradient is shrunk by AdamW's weight decay)",
         model_class=TiedLMWithUnused,
     )
     mean_loss = (per_rank[0][1] + per_rank[1][1]) / 2
