@@ -529,6 +529,79 @@ def matches_torch_distributed_data_parallel(ex):
             )
 
 
+def with_torch_ddp_unused(ddp_class, seed, batches, use_mlp):
+    """In every rank: the learner's DDP and torch's DistributedDataParallel(find_unused_parameters=True), AdamW with
+    weight decay, TiedLMWithUnused with the MLP unused on some steps; then one step of a model with a single
+    trainable parameter. The parameters, and which .grad are None after the last backward."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    out = []
+    for wrapper in (ddp_class, "torch"):
+        torch.manual_seed(seed + 1000 * rank)
+        model = TiedLMWithUnused().double()
+        cap = bucket_cap(torch.float64)
+        if wrapper == "torch":
+            ddp = torch.nn.parallel.DistributedDataParallel(
+                model, bucket_cap_mb=cap / 2**20, find_unused_parameters=True
+            )
+        else:
+            ddp = wrapper(model, bucket_cap_bytes=cap)
+        opt = torch.optim.AdamW(model.parameters(), lr=0.05, weight_decay=0.1)
+        for (tokens, targets), mlp in zip(batches, use_mlp, strict=True):
+            opt.zero_grad()
+            lm_loss(ddp(shard(tokens, rank, world), use_mlp=mlp), shard(targets, rank, world)).backward()
+            opt.step()
+        none = [p.grad is None for p in model.parameters()]
+        torch.manual_seed(seed + 1000 * rank)
+        single = nn.Linear(3, 2, bias=False).double()  # one trainable parameter
+        ddp = torch.nn.parallel.DistributedDataParallel(single) if wrapper == "torch" else wrapper(single)
+        ddp(torch.randn(4, 3, dtype=torch.float64)).square().sum().backward()
+        out.append(([p.detach().clone() for p in model.parameters()], none, single.weight.grad.clone()))
+    return out
+
+
+@checks("ddp")
+@one_thread()
+def matches_torch_ddp_with_unused_parameters(ex):
+    """float64, AdamW with weight decay, a parameter never used and the MLP unused on steps 2 and 3: the parameters
+    of torch's DistributedDataParallel(find_unused_parameters=True), and .grad None exactly where torch leaves it None;
+    a model with one trainable parameter"""
+    attempted(lambda: ex.DDP("not a module"))
+    batches = make_batches(3, 8)
+    use_mlp = [True, False, False]
+    label = (
+        f"{WORLD} ranks, TiedLM float64 with an unused parameter (5,), the MLP unused on steps 2 and 3, AdamW lr 0.05 "
+        "weight decay 0.1, 3 steps, against DistributedDataParallel(find_unused_parameters=True)"
+    )
+    results = ranks(with_torch_ddp_unused, args=(ex.DDP, 17, batches, use_mlp), forbid=FORBID, instead=INSTEAD)
+    per_rank = expect_ranks_ok(results, input=label, hint="")
+    names = [name for name, _ in TiedLMWithUnused().named_parameters()]
+    for rank, ((mine, my_none, my_single), (theirs, their_none, their_single)) in enumerate(per_rank):
+        expect(
+            my_none == their_none,
+            "a parameter's .grad is None where torch's DDP leaves it None, or the other way round",
+            input=f"{label}, rank {rank}, after the last backward",
+            expected=f".grad None for {[n for n, none in zip(names, their_none, strict=True) if none]}",
+            got=f".grad None for {[n for n, none in zip(names, my_none, strict=True) if none]}",
+            hint="a parameter that no rank has a gradient for keeps .grad None (torch.optim skips it; AdamW decays a "
+            "zero one); one that some rank used gets the mean, with zeros from the ranks that did not",
+        )
+        for name, got, want in zip(names, mine, theirs, strict=True):
+            expect_close(
+                got,
+                want,
+                input=f"{label}, rank {rank}",
+                what=name,
+                hint="an unused parameter must not be shrunk by weight decay: leave its .grad None",
+            )
+        expect_close(
+            my_single,
+            their_single,
+            input=f"{WORLD} ranks, Linear(3, 2, bias=False) float64 (one trainable parameter), one backward, rank {rank}",
+            what="weight.grad",
+            hint="",
+        )
+
+
 def record_backward(ddp_class, seed, tokens, targets):
     """In every rank: the order of gradient readiness and all-reduce launches in one backward, and their sizes."""
     rank, world = dist.get_rank(), dist.get_world_size()

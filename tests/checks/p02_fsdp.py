@@ -811,7 +811,17 @@ def rank_training_on_group(FSDPUnit, x, y, steps, group=None):
         h = torch.randn(64, 16)
         out, linear = units[2](h), F.linear(h, full["2.linear.weight"], full["2.linear.bias"])
         scale = (out * linear).sum(0) / (linear * linear).sum(0)  # least squares per output: out = linear * scale
-    return full, scale, [unit.shard.numel() for unit in units]
+    frozen_weight, h = linear_with_frozen_weight()
+    bf16 = FSDPUnit(frozen_weight, compute_dtype=torch.bfloat16, group=group)(h)
+    return full, scale, [unit.shard.numel() for unit in units], bf16
+
+
+def linear_with_frozen_weight():
+    """Linear(16, 4) whose weight is frozen (its bias trains), and an input (8, 16)."""
+    torch.manual_seed(5)
+    linear = nn.Linear(16, 4)
+    linear.weight.requires_grad_(False)
+    return linear, torch.randn(8, 16)
 
 
 def single_process_training_with_unused(x, y, dtype, steps):
@@ -1287,13 +1297,13 @@ def gather_and_reduce_scatter_on_a_subgroup(ex):
 def unused_parameter_on_a_subgroup(ex):
     """the group [1, 2] of a world of 3 (rank 0 receives nothing), a unit with a parameter its forward never uses
     and a unit with a frozen scale, 3 SGD-momentum steps: the weights of one process trained on the full batch; the
-    frozen scale is not in the shard and does not move"""
+    frozen scale is not in the shard and does not move; a frozen weight is cast to a bf16 compute dtype"""
     x, y = data()
     label = (
         "the group [1, 2] of a world of 3, Linear(12,16) | Block(16) with an unused (3,) | Linear(16,5) times a "
         "frozen (5,) scale in the same unit, float32, 3 SGD-momentum steps, batch 8 = 2 x 4"
     )
-    full, scale, shard_sizes = on_a_subgroup(
+    full, scale, shard_sizes, bf16 = on_a_subgroup(
         ex,
         rank_training_on_group,
         probe=lambda: ex.FSDPUnit(nn.Linear(2, 2)),
@@ -1330,4 +1340,14 @@ def unused_parameter_on_a_subgroup(ex):
         input=label,
         what="the frozen scale the last unit multiplies by, after 3 steps (fitted: its output on its linear part's)",
         hint="requires_grad=False: keep the frozen parameter out of the shard and out of the optimizer's reach",
+    )
+    linear, h = linear_with_frozen_weight()
+    want = F.linear(h.bfloat16(), linear.weight.bfloat16(), linear.bias.bfloat16())
+    expect_close(
+        bf16,
+        want,
+        input=f"the group [1, 2] of a world of 3, FSDPUnit(Linear(16, 4) with a frozen weight, compute bfloat16), "
+        f"input {describe(x=h)}",
+        what="output (in bfloat16: the frozen weight cast like the gathered parameters)",
+        hint="cast the frozen parameters to the compute dtype too: F.linear refuses a bf16 input with an fp32 weight",
     )
