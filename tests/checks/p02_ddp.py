@@ -487,6 +487,12 @@ def matches_single_process_training(ex):
     expect_close(mean_loss, want_losses, input=label, what="mean of the ranks' losses per step", hint="")
 
 
+def expect_same_parameters(names, mine, theirs, *, input, hint):
+    """The learner's DDP against torch's, parameter by parameter."""
+    for name, got, want in zip(names, mine, theirs, strict=True):
+        expect_close(got, want, input=input, what=name, hint=hint)
+
+
 def with_torch_ddp(ddp_class, seed, batches):
     """In every rank: the learner's DDP and torch's DistributedDataParallel trained alike (SGD momentum, float32)."""
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -519,14 +525,13 @@ def matches_torch_distributed_data_parallel(ex):
     per_rank = expect_ranks_ok(results, input=label, hint="")
     names = [name for name, _ in TiedLM().named_parameters()]
     for rank, (mine, theirs) in enumerate(per_rank):
-        for name, got, want in zip(names, mine, theirs, strict=True):
-            expect_close(
-                got,
-                want,
-                input=f"{label}, rank {rank}",
-                what=name,
-                hint="torch's DDP averages every gradient over the ranks after broadcasting rank 0's weights",
-            )
+        expect_same_parameters(
+            names,
+            mine,
+            theirs,
+            input=f"{label}, rank {rank}",
+            hint="torch's DDP averages every gradient over the ranks after broadcasting rank 0's weights",
+        )
 
 
 def with_torch_ddp_unused(ddp_class, seed, batches, use_mlp):
@@ -585,14 +590,13 @@ def matches_torch_ddp_with_unused_parameters(ex):
             hint="a parameter that no rank has a gradient for keeps .grad None (torch.optim skips it; AdamW decays a "
             "zero one); one that some rank used gets the mean, with zeros from the ranks that did not",
         )
-        for name, got, want in zip(names, mine, theirs, strict=True):
-            expect_close(
-                got,
-                want,
-                input=f"{label}, rank {rank}",
-                what=name,
-                hint="an unused parameter must not be shrunk by weight decay: leave its .grad None",
-            )
+        expect_same_parameters(
+            names,
+            mine,
+            theirs,
+            input=f"{label}, rank {rank}",
+            hint="an unused parameter must not be shrunk by weight decay: leave its .grad None",
+        )
         expect_close(
             my_single,
             their_single,
