@@ -209,6 +209,12 @@ def build() -> LessonBuilder:
           rank sends the same buffer and none waits forever; `DistributedDataParallel(find_unused_parameters=True)`
           likewise marks such parameters ready after the forward), then `wait()`
           on every handle and copy each averaged slice back into `p.grad` (a parameter without `.grad` gets one).
+          **Except** a parameter that *no* rank has a gradient for: its `.grad` stays `None`. `torch.optim` skips
+          a parameter whose `.grad` is `None`, but steps one whose gradient is zero, and AdamW's weight decay
+          ($\theta \leftarrow \theta(1 - \eta\lambda)$) would shrink an unused parameter every step, which
+          single-process training never does. Which parameters some rank has a gradient for is itself a collective
+          question: all-reduce a 0/1 flag per parameter (`p.grad is not None`), as torch's DDP all-reduces its
+          "locally used" map.
           Backward has no "I am done" hook on parameters; `torch.autograd.Variable._execution_engine.queue_callback(fn)`,
           called from inside backward (the first hook), runs `fn` when the whole backward pass ends: DDP and FSDP
           use exactly that.
@@ -303,23 +309,30 @@ def build() -> LessonBuilder:
                 ### END SOLUTION
 
             def _finish(self) -> None:
-                """End of backward: launch what is left, wait, write the averaged gradients into .grad, reset."""
-                # TODO: launch the buckets not launched yet (unused parameters), wait for every handle,
-                #       copy each slice back into its parameter's .grad, reset the per-backward state
+                """End of backward: launch what is left, wait, write the averaged gradients into .grad (None where no
+                rank has one), reset."""
+                # TODO: launch the buckets not launched yet (unused parameters); all-reduce, per parameter, whether
+                #       this rank has a .grad; wait for every handle, copy each slice back into .grad (a parameter
+                #       that no rank has a gradient for keeps .grad None); reset the per-backward state
                 ### BEGIN SOLUTION
                 while self.next_bucket < len(self.buckets):
                     self._launch(self.next_bucket)
+                # per parameter, how many ranks hold a gradient: torch.optim skips a .grad that is None, not a zero one
+                has_grad = torch.tensor([int(p.grad is not None) for p in self.params], device=self.params[0].device)
+                dist.all_reduce(has_grad, group=self.group)
                 for b, flat, work in self.in_flight:
                     work.wait()
                     offset = 0
                     for i in self.buckets[b]:
                         p = self.params[i]
                         averaged = flat[offset : offset + p.numel()].view_as(p)
+                        offset += p.numel()
+                        if not has_grad[i]:  # no rank used it: .grad stays None, so weight decay does not shrink it
+                            continue
                         if p.grad is None:
                             p.grad = averaged.clone()
                         else:
                             p.grad.copy_(averaged)
-                        offset += p.numel()
                 self._reset()
                 ### END SOLUTION
     ''',
@@ -420,7 +433,9 @@ def build() -> LessonBuilder:
         complete bucket that is next in line, so the order of collectives is the bucket order on every rank even
         when gradients arrive in another order. Dividing before the all-reduce (as DDP does) keeps large sums
         from overflowing in fp16. The end of backward is `_finish`, queued from the first hook: it flushes the
-        buckets that did not complete (unused parameters), waits, and writes back. Production DDP avoids the
+        buckets that did not complete (unused parameters), waits, and writes back, leaving `.grad` `None` where no
+        rank has a gradient (`DistributedDataParallel(find_unused_parameters=True)` does the same: a zero there
+        would let AdamW's weight decay shrink a parameter that no loss depends on). Production DDP avoids the
         copies entirely with `gradient_as_bucket_view=True`: each `p.grad` *is* a view into its bucket's flat
         tensor, so autograd accumulates straight into the communication buffer.
 
@@ -434,6 +449,8 @@ def build() -> LessonBuilder:
           launched at the end of backward* (correct numbers, no overlap: the check that records the order of
           gradients and launches rejects it).
         - *`no_sync` that still communicates*, and a *`>` instead of `>=`* at the cap.
+        - *Zeros written into `.grad` of a parameter no rank used*: SGD without momentum does not notice, AdamW
+          with weight decay shrinks that parameter every step.
 
         **Cost.** Per step each rank sends and receives $2\frac{p-1}{p}$ times the gradient's bytes (ring),
         independent of $p$ for large $p$: that is why data parallelism scales. Memory is the price: every rank

@@ -343,6 +343,16 @@ def build() -> LessonBuilder:
         A unit's backward needs its weights only if it computes an input gradient or a norm with them: the first
         unit (whose input is data) may never re-gather. Production FSDP does the same with storage tricks instead of
         hooks (section 6).
+
+        **Only trainable parameters go into the shard.** A frozen one (`requires_grad=False`: a LoRA base weight, a
+        fixed scale) stays on the module, whole on every rank, and is cast to the compute dtype at call time
+        (`params[name] = p.to(compute_dtype)`): inside the trainable shard it would receive a gradient and the
+        optimizer would move it. A parameter the forward never uses is the limit of one flat shard per unit: its slice
+        of the shard's gradient is zero, not `None`. `torch.optim` skips a parameter whose `.grad` is `None` but steps
+        the whole shard, so AdamW's weight decay shrinks that slice every step, which single-process training never
+        does (SGD without weight decay does not notice). A flat parameter stepped as one tensor (FSDP1's
+        `FlatParameter`) behaves the same; FSDP2 shards each parameter as a tensor of its own, whose `.grad` stays
+        `None`. With this lesson's units: leave parameters that are never used out of the units.
     """)
     lesson.exercise(
         "fsdp_unit",
@@ -358,31 +368,35 @@ def build() -> LessonBuilder:
             """One fully sharded unit: `module`'s parameters live as this rank's fp32 shard only.
 
             After construction: self.shard is an nn.Parameter, float32, shape (ceil(N / world_size),), the only
-            parameter of the unit (the module's own parameters are set to None); the layout is flatten_shard's over
-            module.named_parameters(). forward(*args) casts floating-point inputs to compute_dtype, runs the module
+            trainable parameter of the unit (the module's trainable parameters are set to None); the layout is
+            flatten_shard's over the trainable ones (requires_grad) of module.named_parameters(). Frozen parameters
+            (requires_grad=False) are not sharded: they stay on the module, whole, and never get a gradient.
+            forward(*args) casts floating-point inputs (and the frozen parameters) to compute_dtype, runs the module
             with its parameters all-gathered in compute_dtype, and frees them; backward gathers them again if needed,
             frees them, and leaves the averaged fp32 gradient of the shard in self.shard.grad.
             Raises TypeError for a non-floating compute_dtype or parameters that are not float32, ValueError for a
-            module without parameters or one that already contains an FSDPUnit.
+            module without trainable parameters or one that already contains an FSDPUnit.
             """
 
             def __init__(self, module: nn.Module, *, compute_dtype: torch.dtype = torch.float32, group=None):
                 super().__init__()
                 # TODO: validate (see the docstring), before any communication
-                # TODO: remember names and shapes (module.named_parameters() order), compute_dtype and group
-                # TODO: self.shard = nn.Parameter(this rank's flatten_shard of the parameters)
-                # TODO: free the full parameters: set each one to None on the module that owns it; keep the module
+                # TODO: remember names and shapes of the trainable parameters (module.named_parameters() order, skip
+                #       requires_grad=False), compute_dtype and group
+                # TODO: self.shard = nn.Parameter(this rank's flatten_shard of those parameters)
+                # TODO: free them: set each one to None on the module that owns it; keep the module (and its frozen
+                #       parameters)
                 # TODO: self._regathered = None: where _unpack will keep the buffer it gathers for backward
                 ### BEGIN SOLUTION
                 if not isinstance(compute_dtype, torch.dtype) or not compute_dtype.is_floating_point:
                     raise TypeError(f"the compute dtype must be a floating-point dtype, got {compute_dtype}")
                 if any(isinstance(m, FSDPUnit) for m in module.modules()):
                     raise ValueError("this module already contains an FSDPUnit: wrap the units bottom-up, not nested")
-                named = list(module.named_parameters())
-                if not named:
-                    raise ValueError("a module without parameters has nothing to shard")
-                if any(p.dtype != torch.float32 for _, p in named):
+                if any(p.dtype != torch.float32 for p in module.parameters()):
                     raise TypeError("the master parameters must be float32: call module.float() first")
+                named = [(name, p) for name, p in module.named_parameters() if p.requires_grad]  # frozen: not sharded
+                if not named:
+                    raise ValueError("a module without trainable parameters has nothing to shard")
                 self.compute_dtype, self.group = compute_dtype, group
                 self.names = [name for name, _ in named]
                 self.shapes = [p.shape for _, p in named]
@@ -397,8 +411,8 @@ def build() -> LessonBuilder:
 
             def forward(self, *args):
                 # TODO: cast floating-point tensor arguments to the compute dtype
-                # TODO: all-gather with AllGatherShard; parameter views with unflatten; a hook on the buffer's gradient
-                #       that frees what unpack gathered
+                # TODO: all-gather with AllGatherShard; parameter views with unflatten, and the frozen parameters cast
+                #       to the compute dtype; a hook on the buffer's gradient that frees what unpack gathered
                 # TODO: run the module with torch.func.functional_call inside saved_tensors_hooks(pack, unpack)
                 ### BEGIN SOLUTION
                 args = tuple(a.to(self.compute_dtype) if torch.is_tensor(a) and a.is_floating_point() else a for a in args)
@@ -406,6 +420,8 @@ def build() -> LessonBuilder:
                 if flat.requires_grad:  # runs once the unit's backward is done, just before the reduce-scatter
                     flat.register_hook(self._free_regathered)
                 params = dict(zip(self.names, unflatten(flat, self.shapes)))
+                # the frozen parameters stay on the module, whole and without gradient: only cast them
+                params.update((name, p.to(self.compute_dtype)) for name, p in self.module.named_parameters())
                 gathered = flat.untyped_storage().data_ptr()  # an int: the closure must not keep flat alive
 
                 def pack(t):
@@ -625,6 +641,7 @@ def build() -> LessonBuilder:
         - *Collectives on the whole world* (no `group=`), or *the rank and size of the world* instead of the group's:
           right in a plain data-parallel job, wrong as soon as FSDP runs along one dimension of a 2-D mesh (HSDP, or
           FSDP next to tensor parallelism). A check puts each rank in a group of its own.
+        - *Frozen parameters flattened into the trainable shard*: they get a gradient, and the optimizer trains them.
         - *No saved-tensor hooks* (every unit stays gathered until backward: `reshard_after_forward=False`
           everywhere), *the gathered buffer kept on `self`*, *re-gathering at every unpack* (one all-gather per
           saved tensor), *the re-gathered buffer never freed* (stale weights in the next step), *the full parameters

@@ -114,7 +114,38 @@ class SGD:
             p.sub_(self.lr * self.buffers[p])
 
 
-def make_optimizer(kind, params):
+class AdamW:
+    """torch.optim.AdamW's update, elementwise, for the ranks (the same reason as SGD). It is given every parameter,
+    frozen ones included, and skips a .grad that is None, as torch.optim does; the single-process reference of
+    `frozen_and_unused_parameters_on_a_subgroup` is torch.optim.AdamW itself."""
+
+    def __init__(self, params, lr=0.05, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1):
+        self.params, self.lr, self.betas, self.eps, self.weight_decay = list(params), lr, betas, eps, weight_decay
+        self.state = {}
+
+    def zero_grad(self):
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self):
+        beta1, beta2 = self.betas
+        for p in self.params:
+            if p.grad is None:
+                continue
+            step, m, v = self.state.get(p, (0, torch.zeros_like(p), torch.zeros_like(p)))
+            step += 1
+            self.state[p] = (step, m, v)
+            p.mul_(1 - self.lr * self.weight_decay)
+            m.lerp_(p.grad, 1 - beta1)
+            v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+            denom = (v.sqrt() / (1 - beta2**step) ** 0.5).add_(self.eps)
+            p.addcdiv_(m, denom, value=-self.lr / (1 - beta1**step))
+
+
+def make_optimizer(kind, params, reference=False):
+    if kind == "adamw":  # every parameter, frozen and unused ones included: the optimizer skips those without .grad
+        return torch.optim.AdamW(params, lr=0.05, weight_decay=0.1) if reference else AdamW(params)
     params = [p for p in params if p.requires_grad]
     return SGD(params, lr=0.5, momentum=0.0 if kind == "plain sgd" else 0.9)
 
@@ -132,7 +163,7 @@ def single_process(seed, dtype, optimizer, batches, use_mlp=None, model_class=Ti
     """The reference: rank 0's initial model trained on the full batches in one process."""
     torch.manual_seed(seed)
     model = model_class().to(dtype)
-    opt = make_optimizer(optimizer, model.parameters())
+    opt = make_optimizer(optimizer, model.parameters(), reference=True)
     losses = []
     for step, (tokens, targets) in enumerate(batches):
         opt.zero_grad()
@@ -456,6 +487,12 @@ def matches_single_process_training(ex):
     expect_close(mean_loss, want_losses, input=label, what="mean of the ranks' losses per step", hint="")
 
 
+def expect_same_parameters(names, mine, theirs, *, input, hint):
+    """The learner's DDP against torch's, parameter by parameter."""
+    for name, got, want in zip(names, mine, theirs, strict=True):
+        expect_close(got, want, input=input, what=name, hint=hint)
+
+
 def with_torch_ddp(ddp_class, seed, batches):
     """In every rank: the learner's DDP and torch's DistributedDataParallel trained alike (SGD momentum, float32)."""
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -488,14 +525,85 @@ def matches_torch_distributed_data_parallel(ex):
     per_rank = expect_ranks_ok(results, input=label, hint="")
     names = [name for name, _ in TiedLM().named_parameters()]
     for rank, (mine, theirs) in enumerate(per_rank):
-        for name, got, want in zip(names, mine, theirs, strict=True):
-            expect_close(
-                got,
-                want,
-                input=f"{label}, rank {rank}",
-                what=name,
-                hint="torch's DDP averages every gradient over the ranks after broadcasting rank 0's weights",
+        expect_same_parameters(
+            names,
+            mine,
+            theirs,
+            input=f"{label}, rank {rank}",
+            hint="torch's DDP averages every gradient over the ranks after broadcasting rank 0's weights",
+        )
+
+
+def with_torch_ddp_unused(ddp_class, seed, batches, use_mlp):
+    """In every rank: the learner's DDP and torch's DistributedDataParallel(find_unused_parameters=True), AdamW with
+    weight decay, TiedLMWithUnused with the MLP unused on some steps; then one step of a model with a single
+    trainable parameter. The parameters, and which .grad are None after the last backward."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    out = []
+    for wrapper in (ddp_class, "torch"):
+        torch.manual_seed(seed + 1000 * rank)
+        model = TiedLMWithUnused().double()
+        cap = bucket_cap(torch.float64)
+        if wrapper == "torch":
+            ddp = torch.nn.parallel.DistributedDataParallel(
+                model, bucket_cap_mb=cap / 2**20, find_unused_parameters=True
             )
+        else:
+            ddp = wrapper(model, bucket_cap_bytes=cap)
+        opt = torch.optim.AdamW(model.parameters(), lr=0.05, weight_decay=0.1)
+        for (tokens, targets), mlp in zip(batches, use_mlp, strict=True):
+            opt.zero_grad()
+            lm_loss(ddp(shard(tokens, rank, world), use_mlp=mlp), shard(targets, rank, world)).backward()
+            opt.step()
+        none = [p.grad is None for p in model.parameters()]
+        torch.manual_seed(seed + 1000 * rank)
+        single = nn.Linear(3, 2, bias=False).double()  # one trainable parameter
+        ddp = torch.nn.parallel.DistributedDataParallel(single) if wrapper == "torch" else wrapper(single)
+        ddp(torch.randn(4, 3, dtype=torch.float64)).square().sum().backward()
+        out.append(([p.detach().clone() for p in model.parameters()], none, single.weight.grad.clone()))
+    return out
+
+
+@checks("ddp")
+@one_thread()
+def matches_torch_ddp_with_unused_parameters(ex):
+    """float64, AdamW with weight decay, a parameter never used and the MLP unused on steps 2 and 3: the parameters
+    of torch's DistributedDataParallel(find_unused_parameters=True), and .grad None exactly where torch leaves it None;
+    a model with one trainable parameter"""
+    attempted(lambda: ex.DDP("not a module"))
+    batches = make_batches(3, 8)
+    use_mlp = [True, False, False]
+    label = (
+        f"{WORLD} ranks, TiedLM float64 with an unused parameter (5,), the MLP unused on steps 2 and 3, AdamW lr 0.05 "
+        "weight decay 0.1, 3 steps, against DistributedDataParallel(find_unused_parameters=True)"
+    )
+    results = ranks(with_torch_ddp_unused, args=(ex.DDP, 17, batches, use_mlp), forbid=FORBID, instead=INSTEAD)
+    per_rank = expect_ranks_ok(results, input=label, hint="")
+    names = [name for name, _ in TiedLMWithUnused().named_parameters()]
+    for rank, ((mine, my_none, my_single), (theirs, their_none, their_single)) in enumerate(per_rank):
+        expect(
+            my_none == their_none,
+            "a parameter's .grad is None where torch's DDP leaves it None, or the other way round",
+            input=f"{label}, rank {rank}, after the last backward",
+            expected=f".grad None for {[n for n, none in zip(names, their_none, strict=True) if none]}",
+            got=f".grad None for {[n for n, none in zip(names, my_none, strict=True) if none]}",
+            hint="a parameter that no rank has a gradient for keeps .grad None (torch.optim skips it; AdamW decays a "
+            "zero one); one that some rank used gets the mean, with zeros from the ranks that did not",
+        )
+        expect_same_parameters(
+            names,
+            mine,
+            theirs,
+            input=f"{label}, rank {rank}",
+            hint="an unused parameter must not be shrunk by weight decay: leave its .grad None",
+        )
+        expect_close(
+            my_single,
+            their_single,
+            input=f"{WORLD} ranks, Linear(3, 2, bias=False) float64 (one trainable parameter), one backward, rank {rank}",
+            what="weight.grad",
+            hint="",
+        )
 
 
 def record_backward(ddp_class, seed, tokens, targets):
@@ -524,6 +632,15 @@ def record_backward(ddp_class, seed, tokens, targets):
     return events
 
 
+def bucket_reductions(events, flags):
+    """The sizes of the all-reduces of one backward, less one of `flags` values (one per trainable parameter: the
+    all-reduce that tells which parameters some rank has a gradient for, as torch's DDP reduces its used map)."""
+    sizes = sorted(n for kind, n in events if kind == "all_reduce")
+    if flags in sizes:
+        sizes.remove(flags)
+    return sizes
+
+
 @checks("ddp")
 @one_thread()
 def all_reduces_overlap_backward(ex):
@@ -539,7 +656,7 @@ def all_reduces_overlap_backward(ex):
     per_rank = expect_ranks_ok(results, input=label)
     events = per_rank[0]
     first_pass = events[: events.index(("backward returned", 0))]
-    sizes = sorted(n for kind, n in first_pass if kind == "all_reduce")
+    sizes = bucket_reductions(first_pass, len(trainable))
     expect(
         sizes == want_sizes,
         "the all-reduces of one backward are not one per bucket",
@@ -551,11 +668,11 @@ def all_reduces_overlap_backward(ex):
     )
     second_pass = events[len(first_pass) + 1 : -1]
     expect(
-        sorted(n for kind, n in second_pass if kind == "all_reduce") == want_sizes,
+        bucket_reductions(second_pass, len(trainable)) == want_sizes,
         "the second backward did not reduce every bucket again",
         input=label,
         expected=f"{want_sizes} again",
-        got=str(sorted(n for kind, n in second_pass if kind == "all_reduce")),
+        got=str(bucket_reductions(second_pass, len(trainable))),
         hint="reset the per-backward state (missing counts, next bucket, handles) at the end of _finish",
     )
     order = [kind for kind, _ in first_pass]
@@ -616,10 +733,11 @@ def no_sync_accumulates_locally(ex):
     buckets = len(torch_buckets(trainable, bucket_cap(torch.float64)))
     counts = per_rank[0][1]
     expect(
-        counts == [0, buckets] * len(batches),
+        counts[::2] == [0] * len(batches) and all(n in (buckets, buckets + 1) for n in counts[1::2]),
         "communication inside no_sync(), or not after it",
         input=label,
-        expected=f"all-reduces per backward: {[0, buckets] * len(batches)}",
+        expected=f"all-reduces per backward: {[0, buckets] * len(batches)} (or {buckets + 1} after no_sync(), with "
+        "the all-reduce of which parameters have a gradient)",
         got=str(counts),
         hint="no_sync() turns the hooks off for its block; the next backward reduces the accumulated .grad",
     )
@@ -664,27 +782,29 @@ def unused_parameters_flushed_at_the_end(ex):
 @one_thread()
 def frozen_and_unused_parameters_on_a_subgroup(ex):
     """the group [1, 2] of a world of 3 (rank 0 receives nothing), a frozen logit bias and a parameter the forward
-    never uses, SGD with momentum, 4 steps: every member equals one process trained on the full batch"""
+    never uses, AdamW with weight decay 0.1, 4 steps: every member equals one process trained on the full batch with
+    torch.optim.AdamW (which skips both: their .grad is None; a zero .grad would be decayed)"""
     attempted(lambda: ex.DDP("not a module"))
     batches = make_batches(4, 8)
     label = (
         "the group [1, 2] of a world of 3, TiedLM float64 with a frozen logit bias and an unused parameter (5,), "
-        "batch 8 = 2 x 4, SGD momentum, 4 steps"
+        "batch 8 = 2 x 4, AdamW lr 0.05 weight decay 0.1, 4 steps"
     )
     hint = "take the rank and size from the group and pass group= to the broadcast and to every all-reduce"
     results = on_subgroup(
         trained_parameters,
         input=label,
         hint=hint,
-        args=(ex.DDP, 13, torch.float64, "sgd", batches, None, TiedLMWithUnused),
+        args=(ex.DDP, 13, torch.float64, "adamw", batches, None, TiedLMWithUnused),
     )
     per_rank = expect_ranks_ok(results, input=label, hint=f"{hint}; {GROUP_HINT}")
-    want, want_losses = single_process(13, torch.float64, "sgd", batches, model_class=TiedLMWithUnused)
+    want, want_losses = single_process(13, torch.float64, "adamw", batches, model_class=TiedLMWithUnused)
     compare_replicas(
         per_rank,
         want,
         input=label,
-        hint="the mean over the group's ranks: divide by dist.get_world_size(group), not the world's",
+        hint="the mean over the group's ranks: divide by dist.get_world_size(group), not the world's; a parameter "
+        "that no rank has a gradient for keeps .grad None (a zero gradient is shrunk by AdamW's weight decay)",
         model_class=TiedLMWithUnused,
     )
     mean_loss = (per_rank[0][1] + per_rank[1][1]) / 2

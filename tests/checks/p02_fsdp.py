@@ -771,44 +771,69 @@ class BlockWithUnused(Block):
         self.unused = nn.Parameter(torch.randn(3))
 
 
+class ScaledHead(nn.Module):
+    """Linear(dim, 5) times a frozen (5,) scale: a frozen parameter inside a unit, after the trainable ones."""
+
+    def __init__(self, dim):
+        super().__init__()
+        self.linear = nn.Linear(dim, 5)
+        self.scale = nn.Parameter(torch.rand(5) + 0.5, requires_grad=False)
+
+    def forward(self, x):
+        return self.linear(x) * self.scale
+
+
 def build_model_with_unused(seed=0, dim=16):
-    """Three units: 208 parameters, 1107 (a Block and its unused (3,)), 85; a frozen output scale outside them."""
+    """Three units: 208 parameters, 1107 (a Block and its unused (3,)), 85 trainable and a frozen (5,) scale."""
     torch.manual_seed(seed)
-    return nn.Sequential(nn.Linear(12, dim), BlockWithUnused(dim), nn.Linear(dim, 5))
+    return nn.Sequential(nn.Linear(12, dim), BlockWithUnused(dim), ScaledHead(dim))
 
 
-def frozen_scale():
-    """A frozen parameter of the model that holds the units (FSDPUnit shards every parameter it is given, frozen or
-    not, into one trainable shard: frozen parameters stay outside the units here)."""
-    torch.manual_seed(99)
-    return nn.Parameter(torch.rand(5) + 0.5, requires_grad=False)
+def trainable(module):
+    return [(name, p) for name, p in module.named_parameters() if p.requires_grad]
 
 
 def rank_training_on_group(FSDPUnit, x, y, steps, group=None):
     """A member of `group`: units around the model's children, SGD with momentum on this member's rows; the trained
-    weights (the checks' own gather over the group)."""
+    trainable weights (the checks' own gather over the group), the frozen scale as the last unit's forward applies it
+    (least squares of its output on its linear part's) and the size of each unit's shard."""
     rank, size = dist.get_rank(group), dist.get_world_size(group)
     children = list(build_model_with_unused())
-    names_shapes = [[(n, p.shape) for n, p in child.named_parameters()] for child in children]
+    names_shapes = [[(n, p.shape) for n, p in trainable(child)] for child in children]
     units = [FSDPUnit(child, group=group) for child in children]
-    model, scale = nn.Sequential(*units), frozen_scale()
-    opt = make_optimizer("sgd", [*model.parameters(), scale])
+    model = nn.Sequential(*units)
+    opt = make_optimizer("sgd", model.parameters())  # every parameter: the optimizer skips those without .grad
     rows = slice(rank * (x.shape[0] // size), (rank + 1) * (x.shape[0] // size))
     for _ in range(steps):
-        F.mse_loss(model(x[rows]) * scale, y[rows]).backward()
+        F.mse_loss(model(x[rows]), y[rows]).backward()
         opt.step()
         opt.zero_grad()
-    return gather_full(units, names_shapes, group), scale.detach()
+    full = gather_full(units, names_shapes, group)
+    with torch.no_grad():
+        h = torch.randn(64, 16)
+        out, linear = units[2](h), F.linear(h, full["2.linear.weight"], full["2.linear.bias"])
+        scale = (out * linear).sum(0) / (linear * linear).sum(0)  # least squares per output: out = linear * scale
+    frozen_weight, h = linear_with_frozen_weight()
+    bf16 = FSDPUnit(frozen_weight, compute_dtype=torch.bfloat16, group=group)(h)
+    return full, scale, [unit.shard.numel() for unit in units], bf16
+
+
+def linear_with_frozen_weight():
+    """Linear(16, 4) whose weight is frozen (its bias trains), and an input (8, 16)."""
+    torch.manual_seed(5)
+    linear = nn.Linear(16, 4)
+    linear.weight.requires_grad_(False)
+    return linear, torch.randn(8, 16)
 
 
 def single_process_training_with_unused(x, y, dtype, steps):
-    model, scale = build_model_with_unused().to(dtype), frozen_scale().to(dtype)
-    opt = make_optimizer("sgd", [*model.parameters(), scale])
+    model = build_model_with_unused().to(dtype)
+    opt = make_optimizer("sgd", model.parameters())
     for _ in range(steps):
-        F.mse_loss(model(x.to(dtype)) * scale, y.to(dtype)).backward()
+        F.mse_loss(model(x.to(dtype)), y.to(dtype)).backward()
         opt.step()
         opt.zero_grad()
-    return {name: p.detach() for name, p in model.named_parameters()}
+    return {name: p.detach() for name, p in trainable(model)}
 
 
 def shard_of(tensors, rank):
@@ -1273,13 +1298,14 @@ def gather_and_reduce_scatter_on_a_subgroup(ex):
 @one_thread()
 def unused_parameter_on_a_subgroup(ex):
     """the group [1, 2] of a world of 3 (rank 0 receives nothing), a unit with a parameter its forward never uses
-    and a frozen scale outside the units, 3 SGD-momentum steps: the weights of one process trained on the full batch"""
+    and a unit with a frozen scale, 3 SGD-momentum steps: the weights of one process trained on the full batch; the
+    frozen scale is not in the shard and does not move; a frozen weight is cast to a bf16 compute dtype"""
     x, y = data()
     label = (
-        "the group [1, 2] of a world of 3, Linear(12,16) | Block(16) with an unused (3,) | Linear(16,5), times a "
-        "frozen (5,) scale, float32, 3 SGD-momentum steps, batch 8 = 2 x 4"
+        "the group [1, 2] of a world of 3, Linear(12,16) | Block(16) with an unused (3,) | Linear(16,5) times a "
+        "frozen (5,) scale in the same unit, float32, 3 SGD-momentum steps, batch 8 = 2 x 4"
     )
-    full, scale = on_a_subgroup(
+    full, scale, shard_sizes, bf16 = on_a_subgroup(
         ex,
         rank_training_on_group,
         probe=lambda: ex.FSDPUnit(nn.Linear(2, 2)),
@@ -1288,6 +1314,16 @@ def unused_parameter_on_a_subgroup(ex):
         hint="rank and size from the group (dist.get_rank(group), dist.get_world_size(group)), group= in every "
         "collective",
     )[0]
+    want_sizes = [math.ceil(sum(p.numel() for _, p in trainable(child)) / 2) for child in build_model_with_unused()]
+    expect(
+        shard_sizes == want_sizes,
+        "a frozen parameter is in the trainable shard",
+        input=label,
+        expected=f"shards of {want_sizes} elements per member (ceil of the trainable parameters / 2: 208, 1107, 85)",
+        got=f"{shard_sizes}",
+        hint="flatten only the parameters with requires_grad; a frozen one stays on the module, whole, and gets no "
+        "gradient (in the shard, the optimizer would train it)",
+    )
     want = single_process_training_with_unused(x, y, torch.float64, 3)
     base = single_process_training_with_unused(x, y, torch.float32, 3)
     for name, tensor in want.items():
@@ -1297,13 +1333,23 @@ def unused_parameter_on_a_subgroup(ex):
             baseline=base[name],
             input=f"{label}: {name}",
             what=f"{name} after 3 steps",
-            hint="the mean gradient over the group's ranks; a parameter the forward does not use gets none",
+            hint="the mean gradient over the group's ranks; a parameter the forward does not use gets none; a frozen "
+            "one is not trained",
         )
-    expect(
-        torch.equal(scale, frozen_scale()),
-        "the frozen scale changed",
+    expect_close(
+        scale,
+        build_model_with_unused()[2].scale.detach(),
         input=label,
-        expected="requires_grad=False: untouched",
-        got=str(scale.tolist()),
-        hint="",
+        what="the frozen scale the last unit multiplies by, after 3 steps (fitted: its output on its linear part's)",
+        hint="requires_grad=False: keep the frozen parameter out of the shard and out of the optimizer's reach",
+    )
+    linear, h = linear_with_frozen_weight()
+    want = F.linear(h.bfloat16(), linear.weight.bfloat16(), linear.bias.bfloat16())
+    expect_close(
+        bf16,
+        want,
+        input=f"the group [1, 2] of a world of 3, FSDPUnit(Linear(16, 4) with a frozen weight, compute bfloat16), "
+        f"input {describe(x=h)}",
+        what="output (in bfloat16: the frozen weight cast like the gathered parameters)",
+        hint="cast the frozen parameters to the compute dtype too: F.linear refuses a bf16 input with an fp32 weight",
     )

@@ -124,7 +124,7 @@ MUTANTS = [
         "ddp",
         "state_not_reset",
         "never resets the per-backward state: the second backward finds every bucket already launched",
-        [("offset += p.numel()\n        self._reset()", "offset += p.numel()")],
+        [("p.grad.copy_(averaged)\n        self._reset()", "p.grad.copy_(averaged)")],
         mistake_zh="从不重置每次反向的状态：第二次反向发现每个桶都已经发出",
     ),
     Mutant(
@@ -150,5 +150,14 @@ MUTANTS = [
             ),
         ],
         mistake_zh="按整个 world 求平均，并在默认进程组上做 all-reduce，忽略了 `group`",
+    ),
+    Mutant(
+        "ddp",
+        "decays_unused_params",
+        "writes a zero gradient into .grad of a parameter no rank used, so AdamW's weight decay shrinks it every step "
+        "(torch.optim skips a parameter whose .grad is None)",
+        [("if not has_grad[i]:", "if False:")],
+        mistake_zh="给任何 rank 都没用到的参数写入零梯度，于是 AdamW 的权重衰减每一步都把它缩小"
+        "（torch.optim 会跳过 .grad 为 None 的参数）",
     ),
 ]

@@ -312,4 +312,12 @@ MUTANTS = [
         ],
         mistake_zh="按整个 world 的 rank 和大小切分，all-gather 时没有把 group 传下去（用了默认进程组）",
     ),
+    Mutant(
+        "fsdp_unit",
+        "shards_frozen_params",
+        "flattens every parameter, frozen or not, into the trainable shard: a frozen parameter gets a gradient and the "
+        "optimizer trains it",
+        [("module.named_parameters() if p.requires_grad]", "module.named_parameters()]")],
+        mistake_zh="把所有参数（不论是否冻结）都展平进可训练的分片：冻结参数得到梯度，被优化器训练",
+    ),
 ]
