@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from llm_algo.check import Checks, describe, expect, expect_close, expect_gradcheck, expect_tensor, expect_value_error
 from llm_algo.check.restrictions import CROSS_ENTROPY, LOGSUMEXP, SOFTMAX
+from llm_algo.references.optim import expect_closure_losses, optimizer_steps
 
 checks = Checks("p00.optim_and_loss")
 checks.restrict(
@@ -328,22 +329,8 @@ def batches(n, dtype):
 
 
 def train(model, optimizer, data, closure=False):
-    """The loss of every step; with `closure`, the step is `optimizer.step(closure)` and the loss is what it returns."""
-    losses = []
-    for x, y in data:
-
-        def compute(x=x, y=y):
-            optimizer.zero_grad()
-            loss = F.mse_loss(model(x), y)
-            loss.backward()
-            return loss
-
-        if closure:
-            losses.append(optimizer.step(compute))
-        else:
-            losses.append(compute())
-            optimizer.step()
-    return losses
+    """The loss of every step (llm_algo.references.optim: with `closure`, what step(closure) returns)."""
+    return optimizer_steps(optimizer, [lambda x=x, y=y: F.mse_loss(model(x), y) for x, y in data], closure=closure)
 
 
 def compare_models(got, want, label, baseline=None, hint=""):
@@ -395,22 +382,7 @@ def matches_torch_sgd_step_for_step(ex):
             ", optimizer.step(closure)" if closure else ""
         )
         if closure:
-            not_losses = [v for v in got_losses if not isinstance(v, torch.Tensor)]
-            expect(
-                not not_losses,
-                "step(closure) did not return the closure's loss",
-                input=label,
-                expected="the tensor the closure returned",
-                got=repr(not_losses[:1]),
-                hint="loss = closure() under torch.enable_grad(), before the update; return loss",
-            )
-            expect_close(
-                torch.stack(got_losses).detach(),
-                torch.stack(want_losses).detach(),
-                input=label,
-                what="losses returned by step(closure)",
-                hint="step(closure) evaluates the closure once, before the update, and returns its loss",
-            )
+            expect_closure_losses(got_losses, want_losses, input=label)
         compare_models(model, twin, label)
 
 

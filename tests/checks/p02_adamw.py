@@ -9,6 +9,7 @@ import torch.nn as nn
 
 from llm_algo.check import Checks, describe, expect, expect_close, expect_tensor
 from llm_algo.check.restrictions import ADAM
+from llm_algo.references.optim import expect_closure_losses, optimizer_steps
 
 checks = Checks("p02.adamw")
 checks.restrict(
@@ -204,22 +205,16 @@ def make_batches(steps, dtype):
 
 
 def train(model, optimizer, batches, branch_every=1, closure=False):
-    """The losses per step; with `closure`, the step is `optimizer.step(closure)` and the loss is what it returns."""
-    losses = []
-    for step, (x, y) in enumerate(batches):
-
-        def compute(x=x, y=y, step=step):
-            optimizer.zero_grad()
-            loss = (model(x, use_branch=step % branch_every == 0) - y).pow(2).mean()
-            loss.backward()
-            return loss
-
-        if closure:
-            losses.append(optimizer.step(compute))
-        else:
-            losses.append(compute())
-            optimizer.step()
-    return losses
+    """The losses per step (llm_algo.references.optim: with `closure`, what step(closure) returns); the branch runs
+    on every `branch_every`-th step."""
+    return optimizer_steps(
+        optimizer,
+        [
+            lambda x=x, y=y, step=step: (model(x, use_branch=step % branch_every == 0) - y).pow(2).mean()
+            for step, (x, y) in enumerate(batches)
+        ],
+        closure=closure,
+    )
 
 
 def make_optimizer(factory, model, amsgrad=False):
@@ -250,22 +245,7 @@ def matches_torch_adamw_on_a_model(ex):
     got_losses = train(model, make_optimizer(ex.AdamW, model), batches, closure=True)
     want_losses = train(twin, make_optimizer(torch.optim.AdamW, twin), batches)
     label = "PartlyUsed MLP float64, 50 steps, groups [wd=0.1] and [wd=0, lr=3e-3], defaults lr=1e-2 wd=0.05 eps=1e-7"
-    not_losses = [v for v in got_losses if not isinstance(v, torch.Tensor)]
-    expect(
-        not not_losses,
-        "step(closure) did not return the closure's loss",
-        input=label + ", optimizer.step(closure)",
-        expected="the tensor the closure returned",
-        got=repr(not_losses[:1]),
-        hint="call the closure under torch.enable_grad() and return its result",
-    )
-    expect_close(
-        torch.stack(got_losses).detach(),
-        torch.stack(want_losses).detach(),
-        input=label + ", optimizer.step(closure)",
-        what="losses returned by step(closure)",
-        hint="step(closure) evaluates the closure once, before the update, and returns its loss",
-    )
+    expect_closure_losses(got_losses, want_losses, input=label + ", optimizer.step(closure)")
     compare_models(
         model,
         twin,
