@@ -33,6 +33,10 @@ _ERROR = re.compile(r"^(?P<file>[^\s(]+\.(?:cu|cpp))\((?P<line>\d+)\): (?P<kind>
 _GCC_ERROR = re.compile(r"^(?P<file>[^\s:]+\.(?:cu|cpp)):(?P<line>\d+):\d+: (?P<kind>error|warning): (?P<text>.*)$")
 
 
+# What a C++ host function's refusal raises in Python: TORCH_CHECK (RuntimeError), TORCH_CHECK_VALUE, TORCH_CHECK_TYPE
+TORCH_CHECK_ERRORS = (RuntimeError, ValueError, TypeError)
+
+
 class CudaCompileError(Exception):
     """nvcc (or the host compiler) refused the learner's source; the message points at the learner's lines."""
 

@@ -118,3 +118,41 @@ def expect_edges_and_empty(ex, *, function: str, kernel: str, tile: int, shapes,
             got=str(empty),
             hint="a GPU refuses a grid of zero blocks: skip the launch when M == 0 or N == 0",
         )
+
+
+def expect_cuda_gemm_in_own_layouts(matmul, matmul_out, A: torch.Tensor, B: torch.Tensor, *, name: str, hint: str):
+    """A C++ GEMM's host functions with every operand in a layout of its own (issue 27's operand-layouts guard):
+    `matmul(A, B)` with A transposed (a weight kept as (out, in)) and B a window of a padded buffer; `matmul_out(A, B,
+    out)` with A a slice of a fused tensor, B padded rows and a NaN-filled out of its own. Each call is refused (a
+    TORCH_CHECK) or multiplies correctly against the float64 product, fp32 cuBLAS (TF32 off) the baseline."""
+    from ..check.api import expect_refused_or_correct, expect_tensor
+    from ..references.layouts import describe_layouts, distinct_layouts, expect_own_layouts
+    from .inline import TORCH_CHECK_ERRORS
+
+    M, N = A.shape[0], B.shape[1]
+    want = A.double().cpu() @ B.double().cpu()
+    with true_fp32():
+        cublas = (A @ B).cpu()
+    lA, lB = distinct_layouts(A, B, order=("transposed", "outer_padded"))
+    expect_own_layouts(lA, lB)
+    label = f"{name}: " + describe_layouts(A=lA, B=lB)
+
+    def check_product(got):
+        torch.cuda.synchronize()
+        expect_tensor(got, shape=(M, N), dtype=torch.float32, device="cuda", input=label)
+        expect_close(got.cpu(), want, baseline=cublas, input=label, hint=hint)
+
+    expect_refused_or_correct(lambda: matmul(lA, lB), check_product, input=label, hint=hint, errors=TORCH_CHECK_ERRORS)
+    torch.cuda.synchronize()
+    lA, lB, lout = distinct_layouts(A, B, torch.full((M, N), float("nan"), device="cuda"))
+    expect_own_layouts(lA, lB, lout)
+    out_label = f"{name}_out: " + describe_layouts(A=lA, B=lB, out=lout) + ", out NaN-filled"
+
+    def check_out(_):
+        torch.cuda.synchronize()
+        expect_close(lout.cpu(), want, baseline=cublas, input=out_label, hint=hint)
+
+    expect_refused_or_correct(
+        lambda: matmul_out(lA, lB, lout), check_out, input=out_label, hint=hint, errors=TORCH_CHECK_ERRORS
+    )
+    torch.cuda.synchronize()

@@ -25,7 +25,6 @@ from llm_algo.check import (
     expect,
     expect_close,
     expect_refused,
-    expect_refused_or_correct,
     expect_tensor,
 )
 from llm_algo.check.restrictions import MATMUL
@@ -34,6 +33,7 @@ from llm_algo.cuda.sim_checks import quick_switching, recording, simulate
 from llm_algo.cuda.sim_matmul import (
     as_result,
     baseline,
+    expect_cuda_gemm_in_own_layouts,
     expect_edges_and_empty,
     expect_grid,
     expect_tile,
@@ -42,7 +42,6 @@ from llm_algo.cuda.sim_matmul import (
     true_fp32,
 )
 from llm_algo.references.kernels import expect_guard_untouched, guarded
-from llm_algo.references.layouts import describe_layouts, distinct_layouts, expect_own_layouts
 
 checks = Checks("p04.async_copy")
 checks.restrict(
@@ -706,8 +705,6 @@ def cuda_out_windows_of_nan_buffers(ex):
         )
 
 
-REFUSALS = (RuntimeError, ValueError, TypeError)  # TORCH_CHECK, TORCH_CHECK_VALUE, TORCH_CHECK_TYPE
-
 HINT_LAYOUTS = (
     "cp.async copies 16 contiguous bytes of a row from A + row * K: TORCH_CHECK(t.is_contiguous(), ...) for A, B and "
     "out (or index through the strides)"
@@ -721,34 +718,9 @@ def cuda_operands_in_their_own_layouts(ex):
     (RuntimeError from TORCH_CHECK) or multiplied correctly, never read or written as if contiguous"""
     module = ex.load_async_gemm()
     A, B = torch.randn(70, 36, device="cuda"), torch.randn(36, 44, device="cuda")
-    with true_fp32():
-        cublas = (A @ B).cpu()
-    lA, lB = distinct_layouts(A, B, order=("transposed", "outer_padded"))
-    expect_own_layouts(lA, lB)
-    label = "async_matmul: " + describe_layouts(A=lA, B=lB)
-
-    def check_product(got):
-        torch.cuda.synchronize()
-        expect_tensor(got, shape=(70, 44), dtype=torch.float32, device="cuda", input=label)
-        expect_close(got.cpu(), cuda_reference(A, B), baseline=cublas, input=label, hint=HINT_LAYOUTS)
-
-    expect_refused_or_correct(
-        lambda: module.async_matmul(lA, lB), check_product, input=label, hint=HINT_LAYOUTS, errors=REFUSALS
+    expect_cuda_gemm_in_own_layouts(
+        module.async_matmul, module.async_matmul_out, A, B, name="async_matmul", hint=HINT_LAYOUTS
     )
-    torch.cuda.synchronize()
-    lA, lB, lout = distinct_layouts(A, B, torch.full((70, 44), float("nan"), device="cuda"))
-    expect_own_layouts(lA, lB, lout)
-    out_label = "async_matmul_out: " + describe_layouts(A=lA, B=lB, out=lout) + ", out NaN-filled"
-
-    def check_out(_):
-        torch.cuda.synchronize()
-        expect_close(lout.cpu(), cuda_reference(A, B), baseline=cublas, input=out_label, hint=HINT_LAYOUTS)
-
-    expect_refused_or_correct(
-        lambda: module.async_matmul_out(lA, lB, lout), check_out, input=out_label, hint=HINT_LAYOUTS,
-        errors=REFUSALS,
-    )  # fmt: skip
-    torch.cuda.synchronize()
 
 
 @checks("async_gemm_cuda", requires_cuda=True)

@@ -25,6 +25,7 @@ from llm_algo.check import (
     expect_refused_or_correct,
     expect_tensor,
 )
+from llm_algo.cuda.inline import TORCH_CHECK_ERRORS
 from llm_algo.cuda.sim_checks import LaunchRecorder, as_float32_result, recording, simulate
 from llm_algo.references.kernels import expect_guard_untouched, guarded, random_window
 from llm_algo.references.layouts import describe_layouts, distinct_layouts, expect_own_layouts
@@ -307,8 +308,6 @@ def saxpy_rejects_bad_input(ex):
 # ----------------------------------------------------------------------------------------- vector_add_cuda (GPU)
 
 
-REFUSALS = (RuntimeError, ValueError, TypeError)  # TORCH_CHECK, TORCH_CHECK_VALUE, TORCH_CHECK_TYPE
-
 HINT_LAYOUTS = (
     "the kernel reads a[i] at ptr + i: TORCH_CHECK(t.is_contiguous(), ...) for every tensor (or index through its "
     "stride)"
@@ -493,7 +492,7 @@ def cuda_operands_in_their_own_layouts(ex):
         expect_close(got.cpu(), a.double().cpu() + b.double().cpu(), input=label, hint=HINT_LAYOUTS)
 
     expect_refused_or_correct(
-        lambda: module.vector_add(la, lb), check_sum, input=label, hint=HINT_LAYOUTS, errors=REFUSALS
+        lambda: module.vector_add(la, lb), check_sum, input=label, hint=HINT_LAYOUTS, errors=TORCH_CHECK_ERRORS
     )
     torch.cuda.synchronize()
     la, lb, lout = distinct_layouts(a, b, torch.full((n,), float("nan"), device="cuda"))
@@ -506,6 +505,6 @@ def cuda_operands_in_their_own_layouts(ex):
 
     expect_refused_or_correct(
         lambda: module.add_into(la, lb, lout, 4, 256), check_out, input=out_label, hint=HINT_LAYOUTS,
-        errors=REFUSALS,
+        errors=TORCH_CHECK_ERRORS,
     )  # fmt: skip
     torch.cuda.synchronize()

@@ -21,6 +21,7 @@ import torch
 
 from llm_algo.bench import bandwidth_row, copy_row
 from llm_algo.check import Checks, expect, expect_close, expect_refused, expect_refused_or_correct, expect_tensor
+from llm_algo.cuda.inline import TORCH_CHECK_ERRORS
 from llm_algo.cuda.races import tracing_shared_memory
 from llm_algo.cuda.sim_checks import (
     LaunchRecorder,
@@ -428,8 +429,6 @@ def cuda_refuses_bad_input(ex):
         torch.cuda.synchronize()
 
 
-REFUSALS = (RuntimeError, ValueError, TypeError)  # TORCH_CHECK, TORCH_CHECK_VALUE, TORCH_CHECK_TYPE
-
 HINT_LAYOUTS = (
     "the kernel reads x[i] at ptr + i: TORCH_CHECK(x.is_contiguous(), ...) (and the partials) or use the strides"
 )
@@ -455,7 +454,7 @@ def cuda_operands_in_their_own_layouts(ex):
 
             expect_refused_or_correct(
                 lambda name=name, lx=lx: getattr(module, name)(lx), check_sum, input=label, hint=HINT_LAYOUTS,
-                errors=REFUSALS,
+                errors=TORCH_CHECK_ERRORS,
             )  # fmt: skip
             torch.cuda.synchronize()
     lx, lpartial = distinct_layouts(x, torch.full((7,), float("nan"), device="cuda"))
@@ -481,7 +480,11 @@ def cuda_operands_in_their_own_layouts(ex):
         )
 
     expect_refused_or_correct(
-        lambda: module.block_sums(lx, lpartial), check_partials, input=label, hint=HINT_LAYOUTS, errors=REFUSALS
+        lambda: module.block_sums(lx, lpartial),
+        check_partials,
+        input=label,
+        hint=HINT_LAYOUTS,
+        errors=TORCH_CHECK_ERRORS,
     )
     torch.cuda.synchronize()
 

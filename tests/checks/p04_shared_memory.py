@@ -29,7 +29,6 @@ from llm_algo.check import (
     expect,
     expect_close,
     expect_refused,
-    expect_refused_or_correct,
     expect_tensor,
     replacing,
 )
@@ -39,6 +38,7 @@ from llm_algo.cuda.sim_checks import expect_no_bank_conflicts, quick_switching, 
 from llm_algo.cuda.sim_matmul import (
     as_result,
     baseline,
+    expect_cuda_gemm_in_own_layouts,
     expect_edges_and_empty,
     expect_grid,
     expect_tile,
@@ -47,7 +47,6 @@ from llm_algo.cuda.sim_matmul import (
     true_fp32,
 )
 from llm_algo.references.kernels import expect_guard_untouched, guarded
-from llm_algo.references.layouts import describe_layouts, distinct_layouts, expect_own_layouts
 
 checks = Checks("p04.shared_memory")
 checks.restrict(
@@ -555,8 +554,6 @@ def cuda_refuses_bad_input(ex):
             torch.cuda.synchronize()
 
 
-REFUSALS = (RuntimeError, ValueError, TypeError)  # TORCH_CHECK, TORCH_CHECK_VALUE, TORCH_CHECK_TYPE
-
 HINT_LAYOUTS = (
     "the kernel reads A[row * K + k] and B[k * N + col]: TORCH_CHECK(t.is_contiguous(), ...) for A, B and out (or "
     "index through the strides)"
@@ -571,36 +568,10 @@ def cuda_operands_in_their_own_layouts(ex):
     contiguous"""
     module = ex.load_sgemm()
     A, B = cuda_operands(70, 45, 37)
-    with true_fp32():
-        cublas = (A @ B).cpu()
     for name in FUNCTIONS:
-        lA, lB = distinct_layouts(A, B, order=("transposed", "outer_padded"))
-        expect_own_layouts(lA, lB)
-        label = f"{name}: " + describe_layouts(A=lA, B=lB)
-
-        def check_product(got, label=label):
-            torch.cuda.synchronize()
-            expect_tensor(got, shape=(70, 45), dtype=torch.float32, device="cuda", input=label)
-            expect_close(got.cpu(), cuda_reference(A, B), baseline=cublas, input=label, hint=HINT_LAYOUTS)
-
-        expect_refused_or_correct(
-            lambda name=name, lA=lA, lB=lB: getattr(module, name)(lA, lB), check_product, input=label,
-            hint=HINT_LAYOUTS, errors=REFUSALS,
-        )  # fmt: skip
-        torch.cuda.synchronize()
-        lA, lB, lout = distinct_layouts(A, B, torch.full((70, 45), float("nan"), device="cuda"))
-        expect_own_layouts(lA, lB, lout)
-        label = f"{name}_out: " + describe_layouts(A=lA, B=lB, out=lout) + ", out NaN-filled"
-
-        def check_out(_, label=label, lout=lout):
-            torch.cuda.synchronize()
-            expect_close(lout.cpu(), cuda_reference(A, B), baseline=cublas, input=label, hint=HINT_LAYOUTS)
-
-        expect_refused_or_correct(
-            lambda name=name, lA=lA, lB=lB, lout=lout: getattr(module, f"{name}_out")(lA, lB, lout), check_out,
-            input=label, hint=HINT_LAYOUTS, errors=REFUSALS,
-        )  # fmt: skip
-        torch.cuda.synchronize()
+        expect_cuda_gemm_in_own_layouts(
+            getattr(module, name), getattr(module, f"{name}_out"), A, B, name=name, hint=HINT_LAYOUTS
+        )
 
 
 TRANSPOSE_CUDA = r"""

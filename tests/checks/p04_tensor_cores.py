@@ -24,6 +24,7 @@ from llm_algo.check import (
     expect_tensor,
 )
 from llm_algo.check.restrictions import MATMUL
+from llm_algo.cuda.inline import TORCH_CHECK_ERRORS
 from llm_algo.references.kernels import expect_guard_untouched, guarded
 from llm_algo.references.layouts import describe_layouts, distinct_layouts, expect_own_layouts
 
@@ -608,8 +609,6 @@ def cuda_out_windows_of_nan_buffers(ex):
             )
 
 
-REFUSALS = (RuntimeError, ValueError, TypeError)  # TORCH_CHECK, TORCH_CHECK_VALUE, TORCH_CHECK_TYPE
-
 HINT_LAYOUTS = (
     "load_matrix_sync reads rows K apart from A + row * K: TORCH_CHECK(t.is_contiguous(), ...) for A, B and out (or "
     "pass the row stride as ldm)"
@@ -635,7 +634,7 @@ def cuda_operands_in_their_own_layouts(ex):
 
         expect_refused_or_correct(
             lambda lA=lA, lB=lB: module.wmma_gemm(lA, lB), check_product, input=label, hint=HINT_LAYOUTS,
-            errors=REFUSALS,
+            errors=TORCH_CHECK_ERRORS,
         )  # fmt: skip
         torch.cuda.synchronize()
         lA, lB, lout = distinct_layouts(A, B, torch.full((48, 32), float("nan"), device="cuda"))
@@ -648,7 +647,7 @@ def cuda_operands_in_their_own_layouts(ex):
 
         expect_refused_or_correct(
             lambda lA=lA, lB=lB, lout=lout: module.wmma_gemm_out(lA, lB, lout), check_out, input=label,
-            hint=HINT_LAYOUTS, errors=REFUSALS,
+            hint=HINT_LAYOUTS, errors=TORCH_CHECK_ERRORS,
         )  # fmt: skip
         torch.cuda.synchronize()
 

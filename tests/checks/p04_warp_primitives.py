@@ -24,6 +24,7 @@ from llm_algo.check import (
     replacing,
 )
 from llm_algo.check.restrictions import LOGSUMEXP, SOFTMAX
+from llm_algo.cuda.inline import TORCH_CHECK_ERRORS
 from llm_algo.references.layouts import LAYOUTS, describe_layouts, distinct_layouts, expect_own_layouts
 
 REDUCTIONS = [
@@ -394,9 +395,6 @@ def cuda_writes_only_its_rows(ex):
         )
 
 
-REFUSALS = (RuntimeError, ValueError, TypeError)  # TORCH_CHECK, TORCH_CHECK_VALUE, TORCH_CHECK_TYPE
-
-
 @checks("warp_softmax_cuda", requires_cuda=True)
 def cuda_operands_in_their_own_layouts(ex):
     """x (5, 100) as a slice of a fused tensor, with padded rows, transposed, and a window of a padded buffer: refused
@@ -415,7 +413,7 @@ def cuda_operands_in_their_own_layouts(ex):
             expect_close(got.cpu(), softmax_reference(x.cpu()), input=label, hint=hint)
 
         expect_refused_or_correct(
-            lambda lx=lx: module.warp_softmax_cuda(lx), check_softmax, input=label, hint=hint, errors=REFUSALS
+            lambda lx=lx: module.warp_softmax_cuda(lx), check_softmax, input=label, hint=hint, errors=TORCH_CHECK_ERRORS
         )
         torch.cuda.synchronize()
 

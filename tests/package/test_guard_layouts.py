@@ -14,7 +14,8 @@ from pathlib import Path
 from llm_algo.notebook import read_lesson
 from llm_algo.paths import checks_module_path, lesson_notebooks
 
-GUARD_CALLS = {"distinct_layouts", "with_layout"}
+# the layout helpers, and the package helpers built on them (llm_algo.cuda.sim_matmul for the C++ GEMMs)
+GUARD_CALLS = {"distinct_layouts", "with_layout", "expect_cuda_gemm_in_own_layouts"}
 TRITON_CHECKS = re.compile(r"Checks\(\s*['\"][^'\"]+['\"][^)]*\btriton\s*=\s*True")
 
 PENDING: dict[str, str] = {}
